@@ -1,0 +1,67 @@
+#include "core/checks.h"
+
+namespace opbridge {
+
+std::string FormatShape(const Shape& shape) {
+  std::string text = "[";
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i) text += ", ";
+    text += shape[i] < 0 ? std::string("?") : std::to_string(shape[i]);
+  }
+  return text + "]";
+}
+
+Status ArgError(const OpSpec& spec, const char* argument, const std::string& detail) {
+  return Status::Error(std::string(kTorchNamespace) + "::" + spec.name + " (ONNX " +
+                       spec.QualifiedName() + "): argument '" + argument + "' " + detail);
+}
+
+Status CheckFloatingDtype(const OpSpec& spec, const char* argument, const std::string& given) {
+  if (given == "float32" || given == "float64") return Status::Ok();
+  return ArgError(spec, argument, "must be float32 or float64, got " + given);
+}
+
+Status CheckAtLeast1d(const OpSpec& spec, const char* argument, const Shape& shape) {
+  if (!shape.empty()) return Status::Ok();
+  return ArgError(spec, argument, "must have at least 1 dimension, got a 0-d tensor");
+}
+
+Status CheckVectorOfLastDim(const OpSpec& spec, const char* argument, const Shape& shape,
+                            const Shape& x_shape) {
+  const int64_t expected = x_shape.empty() ? -1 : x_shape.back();
+  const bool rank_ok = shape.size() == 1;
+  const bool size_ok = rank_ok && (expected < 0 || shape[0] < 0 || shape[0] == expected);
+  if (size_ok) return Status::Ok();
+  return ArgError(spec, argument,
+                  "must be 1-D with " + (expected < 0 ? std::string("?") : std::to_string(expected)) +
+                      " elements (the last dimension of x), got shape " + FormatShape(shape));
+}
+
+Status CheckSameDtype(const OpSpec& spec, const char* argument, const std::string& given,
+                      const std::string& expected) {
+  if (given == expected) return Status::Ok();
+  return ArgError(spec, argument, "must have the dtype of x (" + expected + "), got " + given);
+}
+
+Status CheckFloatingInputs(const OpSpec& spec, const std::vector<TensorInfo>& inputs) {
+  if (inputs.size() != spec.inputs.size()) {
+    return Status::Error(std::string(kTorchNamespace) + "::" + spec.name + " (ONNX " +
+                         spec.QualifiedName() + "): expected " + std::to_string(spec.inputs.size()) +
+                         " inputs, got " + std::to_string(inputs.size()));
+  }
+  OPBRIDGE_RETURN_IF_ERROR(CheckFloatingDtype(spec, spec.inputs[0].name, inputs[0].dtype));
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    if (!inputs[i].present) continue;
+    OPBRIDGE_RETURN_IF_ERROR(
+        CheckSameDtype(spec, spec.inputs[i].name, inputs[i].dtype, inputs[0].dtype));
+  }
+  return Status::Ok();
+}
+
+int64_t NumElements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+}  // namespace opbridge

@@ -1,0 +1,52 @@
+// Argument checks and messages shared by both adapters, so that PyTorch and
+// ONNX Runtime reject the same input with the same words.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/spec.h"
+#include "core/status.h"
+
+namespace opbridge {
+
+std::string FormatShape(const Shape& shape);
+
+// "opbridge::rms_norm: argument 'weight' " + detail
+Status ArgError(const OpSpec& spec, const char* argument, const std::string& detail);
+
+Status CheckFloatingDtype(const OpSpec& spec, const char* argument, const std::string& given);
+
+// x must have at least one dimension.
+Status CheckAtLeast1d(const OpSpec& spec, const char* argument, const Shape& shape);
+
+// `shape` must be exactly [size] where size is x's last dimension.
+Status CheckVectorOfLastDim(const OpSpec& spec, const char* argument, const Shape& shape,
+                            const Shape& x_shape);
+
+Status CheckSameDtype(const OpSpec& spec, const char* argument, const std::string& given,
+                      const std::string& expected);
+
+// Common rule of the first operators: x floating point, every other present
+// input of x's dtype.
+Status CheckFloatingInputs(const OpSpec& spec, const std::vector<TensorInfo>& inputs);
+
+int64_t NumElements(const Shape& shape);
+
+// Calls body(T{}) for float32 / float64; an error for any other dtype.
+template <typename Body>
+Status DispatchFloating(const OpSpec& spec, const char* argument, const std::string& dtype,
+                        Body&& body) {
+  if (dtype == "float32") {
+    body(float{});
+    return Status::Ok();
+  }
+  if (dtype == "float64") {
+    body(double{});
+    return Status::Ok();
+  }
+  return CheckFloatingDtype(spec, argument, dtype);
+}
+
+}  // namespace opbridge

@@ -1,0 +1,27 @@
+// The parallel-for a host runtime injects into a kernel.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+
+namespace opbridge {
+
+// Calls body(begin, end) over disjoint ranges covering [0, n). Ranges are at
+// least `grain` long where possible. Kernels never start threads themselves:
+// PyTorch hands in at::parallel_for, ONNX Runtime its session intra-op pool.
+using RangeBody = std::function<void(int64_t begin, int64_t end)>;
+using ParallelFor = std::function<void(int64_t n, int64_t grain, const RangeBody& body)>;
+
+// Runs everything on the calling thread; used by the C++ tests.
+inline void SerialFor(int64_t n, int64_t /*grain*/, const RangeBody& body) {
+  if (n > 0) body(0, n);
+}
+
+// Rows per task so that each task touches roughly `target_elements`.
+inline int64_t RowGrain(int64_t cols, int64_t target_elements = 32768) {
+  if (cols <= 0) return 1;
+  int64_t grain = target_elements / cols;
+  return grain < 1 ? 1 : grain;
+}
+
+}  // namespace opbridge

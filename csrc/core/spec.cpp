@@ -1,0 +1,102 @@
+#include "core/spec.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstdio>
+#include <cstring>
+
+namespace opbridge {
+
+const char* AttrTypeName(AttrType type) {
+  switch (type) {
+    case AttrType::kFloat:
+      return "float";
+    case AttrType::kInt:
+      return "int";
+    case AttrType::kBool:
+      return "bool";
+  }
+  return "?";
+}
+
+namespace {
+
+std::string FormatDefault(const AttrSpec& attr) {
+  char buffer[64];
+  switch (attr.type) {
+    case AttrType::kFloat:
+      {
+        // Shortest text that round-trips; ".0" so the schema parser sees a float.
+        const auto result = std::to_chars(buffer, buffer + sizeof(buffer), attr.default_value);
+        std::string text(buffer, result.ptr);
+        if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
+        return text;
+      }
+    case AttrType::kInt:
+      std::snprintf(buffer, sizeof(buffer), "%lld", static_cast<long long>(attr.default_value));
+      return buffer;
+    case AttrType::kBool:
+      return attr.default_value != 0.0 ? "True" : "False";
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string OpSpec::TorchSchema() const {
+  std::string schema = std::string(name) + "(";
+  bool first = true;
+  auto separator = [&]() {
+    if (!first) schema += ", ";
+    first = false;
+  };
+  for (const InputSpec& input : inputs) {
+    separator();
+    schema += input.optional ? "Tensor? " : "Tensor ";
+    schema += input.name;
+    if (input.optional) schema += "=None";
+  }
+  for (const AttrSpec& attr : attrs) {
+    separator();
+    schema += std::string(AttrTypeName(attr.type)) + " " + attr.name;
+    if (attr.has_default) schema += "=" + FormatDefault(attr);
+  }
+  schema += ") -> ";
+  if (outputs.size() == 1) {
+    schema += "Tensor";
+  } else {
+    schema += "(";
+    for (size_t i = 0; i < outputs.size(); ++i) schema += (i ? ", Tensor" : "Tensor");
+    schema += ")";
+  }
+  return schema;
+}
+
+std::string OpSpec::QualifiedName() const { return std::string(kOnnxDomain) + "::" + onnx_type; }
+
+namespace {
+
+std::vector<const OpSpec*>& MutableSpecs() {
+  static std::vector<const OpSpec*> specs;
+  return specs;
+}
+
+}  // namespace
+
+SpecRegistrar::SpecRegistrar(const OpSpec& spec) { MutableSpecs().push_back(&spec); }
+
+std::vector<const OpSpec*> AllSpecs() {
+  std::vector<const OpSpec*> specs = MutableSpecs();
+  std::sort(specs.begin(), specs.end(),
+            [](const OpSpec* a, const OpSpec* b) { return std::strcmp(a->name, b->name) < 0; });
+  return specs;
+}
+
+const OpSpec* FindSpec(const std::string& name) {
+  for (const OpSpec* spec : MutableSpecs()) {
+    if (name == spec->name || name == spec->onnx_type) return spec;
+  }
+  return nullptr;
+}
+
+}  // namespace opbridge

@@ -1,0 +1,95 @@
+// The single description of an operator's interface. The PyTorch schema, the
+// ONNX node (domain, op type, attribute names) and the ONNX Runtime kernel
+// registration are all derived from an OpSpec, so they cannot drift apart.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/parallel.h"
+#include "core/status.h"
+
+namespace opbridge {
+
+// The ONNX domain of the custom route and its version (a released contract).
+inline constexpr const char* kOnnxDomain = "opbridge";
+inline constexpr int kOnnxDomainVersion = 1;
+// The PyTorch namespace: torch.ops.opbridge.<name>.
+inline constexpr const char* kTorchNamespace = "opbridge";
+
+enum class AttrType { kFloat, kInt, kBool };
+
+struct AttrSpec {
+  const char* name;
+  AttrType type;
+  bool has_default;
+  double default_value;  // Holds float, int and bool defaults alike.
+};
+
+struct InputSpec {
+  const char* name;
+  bool optional;
+};
+
+// A tensor as the shape rule sees it. dtype is "float32", "int64", ...;
+// a dimension of -1 is unknown (symbolic at shape-inference time).
+using Shape = std::vector<int64_t>;
+struct TensorInfo {
+  bool present = true;  // false for an absent optional input
+  std::string dtype;
+  Shape shape;
+};
+
+// Validates dtypes and shapes and derives the outputs. Both adapters call it:
+// PyTorch in its CPU and Meta kernels, ONNX Runtime at shape inference and
+// before every run.
+using InferFn = Status (*)(const std::vector<TensorInfo>& inputs, std::vector<TensorInfo>* outputs);
+
+// Everything a forward kernel needs, with no framework types. Inputs and
+// outputs are contiguous; an absent optional input is a null pointer.
+struct KernelArgs {
+  std::vector<const void*> inputs;
+  std::vector<TensorInfo> input_infos;
+  std::vector<void*> outputs;
+  std::vector<TensorInfo> output_infos;
+  std::vector<double> attrs;  // in spec order
+  ParallelFor parallel_for;
+};
+using LaunchFn = Status (*)(const KernelArgs& args);
+
+struct OpSpec {
+  const char* name;       // snake_case: the PyTorch op name.
+  const char* onnx_type;  // CamelCase: the ONNX node op type.
+  const char* doc;        // One line for generated documentation.
+  std::vector<InputSpec> inputs;
+  std::vector<AttrSpec> attrs;
+  std::vector<const char*> outputs;
+  // Backward op schema (PyTorch only; ONNX carries no gradients).
+  const char* backward_schema;
+  InferFn infer;
+  LaunchFn forward;
+
+  // "rms_norm(Tensor x, Tensor weight, Tensor? bias=None, float eps=1e-06) -> Tensor"
+  std::string TorchSchema() const;
+  // "opbridge::RmsNorm" style name used in messages.
+  std::string QualifiedName() const;
+};
+
+const char* AttrTypeName(AttrType type);
+
+// Every registered operator's spec, sorted by name.
+std::vector<const OpSpec*> AllSpecs();
+const OpSpec* FindSpec(const std::string& name);
+
+// Adds a spec to AllSpecs() during static initialisation.
+struct SpecRegistrar {
+  explicit SpecRegistrar(const OpSpec& spec);
+};
+
+}  // namespace opbridge
+
+// Placed once in each operator's spec.cpp, so adding an operator needs no
+// edit outside its folder.
+#define OPBRIDGE_REGISTER_SPEC(spec) \
+  [[maybe_unused]] static const ::opbridge::SpecRegistrar opbridge_spec_registrar_##spec{::opbridge::spec};

@@ -1,0 +1,30 @@
+// Framework-free rms_norm kernels over the last dimension of a [rows, cols]
+// contiguous matrix.
+#pragma once
+
+#include <cstdint>
+
+#include "core/parallel.h"
+#include "core/spec.h"
+
+namespace opbridge {
+
+struct RmsNormAttrs {
+  double eps;
+};
+
+// y = x * rsqrt(mean(x^2) + eps) * weight (+ bias), row by row. bias may be
+// null. Sums accumulate in double.
+template <typename T>
+void RmsNormForward(const T* x, const T* weight, const T* bias, T* y, int64_t rows, int64_t cols,
+                    const RmsNormAttrs& attrs, const ParallelFor& parallel_for);
+
+// Gradients of RmsNormForward. grad_bias may be null (bias absent or not
+// needed); grad_weight and grad_bias hold cols elements. rstd is recomputed
+// from x rather than saved, trading one extra read of x for no stored state.
+template <typename T>
+void RmsNormBackward(const T* grad_y, const T* x, const T* weight, T* grad_x, T* grad_weight,
+                     T* grad_bias, int64_t rows, int64_t cols, const RmsNormAttrs& attrs,
+                     const ParallelFor& parallel_for);
+
+}  // namespace opbridge

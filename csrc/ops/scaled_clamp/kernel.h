@@ -1,0 +1,27 @@
+// Framework-free scaled_clamp kernels: y = clamp(x * scale, min_val, max_val).
+#pragma once
+
+#include <cstdint>
+
+#include "core/parallel.h"
+
+namespace opbridge {
+
+struct ScaledClampAttrs {
+  double scale;
+  double min_val;
+  double max_val;
+};
+
+// x and y hold n contiguous elements. NaN propagates as in torch.clamp.
+template <typename T>
+void ScaledClampForward(const T* x, T* y, int64_t n, const ScaledClampAttrs& attrs,
+                        const ParallelFor& parallel_for);
+
+// grad_x = grad_y * scale where min_val <= x * scale <= max_val, else 0
+// (torch.clamp's inclusive rule).
+template <typename T>
+void ScaledClampBackward(const T* grad_y, const T* x, T* grad_x, int64_t n,
+                         const ScaledClampAttrs& attrs, const ParallelFor& parallel_for);
+
+}  // namespace opbridge

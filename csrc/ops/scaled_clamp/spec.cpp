@@ -1,0 +1,16 @@
+#include "ops/scaled_clamp/spec.h"
+
+#include "core/checks.h"
+
+namespace opbridge {
+
+// Elementwise: any shape (0-d included) of float32 or float64.
+Status InferScaledClamp(const std::vector<TensorInfo>& inputs, std::vector<TensorInfo>* outputs) {
+  OPBRIDGE_RETURN_IF_ERROR(CheckFloatingInputs(kScaledClampSpec, inputs));
+  *outputs = {TensorInfo{true, inputs[0].dtype, inputs[0].shape}};
+  return Status::Ok();
+}
+
+}  // namespace opbridge
+
+OPBRIDGE_REGISTER_SPEC(kScaledClampSpec)

@@ -1,0 +1,421 @@
+// The ONNX Runtime custom-op library: one generic OrtCustomOp per registered
+// OpSpec, in the "opbridge" domain.
+//
+// Why not ONNX Runtime's lite custom-op API: its CreateKernel cannot return a
+// status (an exception from a missing attribute would cross the C API), it
+// marks every input optional (so a node with too few inputs is not
+// rejected), and it takes inputs and attributes from a C++ signature rather
+// than from the spec. Driving OrtCustomOp from the spec keeps input names,
+// optionality, attribute names and types in one place, and every callback
+// returns an OrtStatus instead of throwing.
+#define ORT_API_MANUAL_INIT
+#include <onnxruntime_cxx_api.h>
+#undef ORT_API_MANUAL_INIT
+
+#include <cstring>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/checks.h"
+#include "core/spec.h"
+#include "core/version.h"
+
+namespace opbridge {
+namespace {
+
+const OrtApi* g_api = nullptr;
+
+OrtStatus* MakeStatus(const std::string& message) {
+  return g_api->CreateStatus(ORT_INVALID_ARGUMENT, message.c_str());
+}
+
+const char* DtypeName(ONNXTensorElementDataType type) {
+  switch (type) {
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT:
+      return "float32";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE:
+      return "float64";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16:
+      return "float16";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16:
+      return "bfloat16";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8:
+      return "int8";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8:
+      return "uint8";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16:
+      return "int16";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16:
+      return "uint16";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32:
+      return "int32";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32:
+      return "uint32";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64:
+      return "int64";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64:
+      return "uint64";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL:
+      return "bool";
+    case ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING:
+      return "string";
+    default:
+      return "an unsupported element type";
+  }
+}
+
+ONNXTensorElementDataType DtypeFromName(const std::string& name) {
+  if (name == "float32") return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
+  if (name == "float64") return ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE;
+  if (name == "float16") return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16;
+  if (name == "bfloat16") return ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16;
+  if (name == "uint8") return ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8;
+  if (name == "int64") return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
+  return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+}
+
+std::string NodePrefix(const OpSpec& spec, const std::string& node_name) {
+  return spec.QualifiedName() + " (node '" + node_name + "'): ";
+}
+
+// Spec messages already name the op; this adds which node of the model.
+std::string NodeSuffix(const std::string& node_name) { return " [node '" + node_name + "']"; }
+
+// Runs fn and turns any C++ exception into an OrtStatus: nothing may unwind
+// through ONNX Runtime's C API.
+template <typename Fn>
+OrtStatus* Guarded(const OpSpec& spec, Fn&& fn) noexcept {
+  try {
+    return fn();
+  } catch (const std::exception& e) {
+    return MakeStatus(spec.QualifiedName() + ": " + e.what());
+  } catch (...) {
+    return MakeStatus(spec.QualifiedName() + ": unknown error");
+  }
+}
+
+struct SpecKernel {
+  const OpSpec* spec;
+  std::string node_name;
+  std::vector<double> attrs;  // read once, at kernel creation
+};
+
+struct SpecOp : OrtCustomOp {
+  const OpSpec* spec;
+};
+
+const OpSpec& SpecOf(const OrtCustomOp* op) { return *static_cast<const SpecOp*>(op)->spec; }
+
+std::string NodeName(const OrtKernelInfo* info) {
+  size_t size = 0;
+  if (OrtStatus* s = g_api->KernelInfo_GetNodeName(info, nullptr, &size)) {
+    g_api->ReleaseStatus(s);
+    return "?";
+  }
+  std::string name(size, '\0');
+  if (OrtStatus* s = g_api->KernelInfo_GetNodeName(info, name.data(), &size)) {
+    g_api->ReleaseStatus(s);
+    return "?";
+  }
+  if (!name.empty() && name.back() == '\0') name.pop_back();
+  return name;
+}
+
+OrtStatus* ReadAttribute(const OpSpec& spec, const std::string& node, const OrtKernelInfo* info,
+                         const AttrSpec& attr, double* value) {
+  OrtStatus* status = nullptr;
+  switch (attr.type) {
+    case AttrType::kFloat: {
+      float v = 0.0f;
+      status = g_api->KernelInfoGetAttribute_float(info, attr.name, &v);
+      *value = v;
+      break;
+    }
+    case AttrType::kInt:
+    case AttrType::kBool: {
+      int64_t v = 0;
+      status = g_api->KernelInfoGetAttribute_int64(info, attr.name, &v);
+      *value = static_cast<double>(v);
+      break;
+    }
+  }
+  if (status == nullptr) return nullptr;
+  const std::string reason = g_api->GetErrorMessage(status);
+  g_api->ReleaseStatus(status);
+  const char* onnx_type = attr.type == AttrType::kFloat ? "FLOAT" : "INT";
+  return MakeStatus(NodePrefix(spec, node) + "attribute '" + attr.name + "' must be present with type " +
+                    onnx_type + " (" + AttrTypeName(attr.type) + "); ONNX Runtime says: " + reason);
+}
+
+// Input dtypes and shapes as declared in the graph; unknown dims are -1.
+std::vector<TensorInfo> StaticInputInfos(const OrtKernelInfo* info, size_t input_count, size_t spec_inputs) {
+  std::vector<TensorInfo> inputs(spec_inputs);
+  for (size_t i = 0; i < spec_inputs; ++i) {
+    TensorInfo& tensor = inputs[i];
+    OrtTypeInfo* type_info = nullptr;
+    if (i >= input_count) {
+      tensor.present = false;
+      continue;
+    }
+    if (OrtStatus* s = g_api->KernelInfo_GetInputTypeInfo(info, i, &type_info)) {
+      g_api->ReleaseStatus(s);  // an empty input name: an absent optional input
+      tensor.present = false;
+      continue;
+    }
+    Ort::TypeInfo owned(type_info);
+    if (owned.GetONNXType() != ONNX_TYPE_TENSOR) {
+      tensor.dtype = "a non-tensor value";
+      continue;
+    }
+    auto tensor_info = owned.GetTensorTypeAndShapeInfo();
+    tensor.dtype = DtypeName(tensor_info.GetElementType());
+    tensor.shape = tensor_info.GetShape();
+  }
+  return inputs;
+}
+
+OrtStatus* ORT_API_CALL CreateKernel(const OrtCustomOp* op, const OrtApi* /*api*/,
+                                     const OrtKernelInfo* info, void** kernel) noexcept {
+  const OpSpec& spec = SpecOf(op);
+  *kernel = nullptr;
+  return Guarded(spec, [&]() -> OrtStatus* {
+    auto state = std::make_unique<SpecKernel>();
+    state->spec = &spec;
+    state->node_name = NodeName(info);
+    size_t input_count = 0;
+    if (OrtStatus* s = g_api->KernelInfo_GetInputCount(info, &input_count)) return s;
+    size_t required = 0;
+    for (const InputSpec& input : spec.inputs) required += input.optional ? 0 : 1;
+    if (input_count < required || input_count > spec.inputs.size()) {
+      std::string names;
+      for (const InputSpec& input : spec.inputs) {
+        names += (names.empty() ? "" : ", ") + std::string(input.name) + (input.optional ? "?" : "");
+      }
+      return MakeStatus(NodePrefix(spec, state->node_name) + "expects " + std::to_string(required) +
+                        (required == spec.inputs.size() ? "" : " to " + std::to_string(spec.inputs.size())) +
+                        " inputs (" + names + "), the node has " + std::to_string(input_count));
+    }
+    // Check dtypes and the shapes known when the session is created, so that a
+    // bad model fails to load with the spec's message. (ONNX Runtime ignores
+    // the status of InferOutputShapeFn, so that is too early to report.)
+    std::vector<TensorInfo> inputs = StaticInputInfos(info, input_count, spec.inputs.size());
+    std::vector<TensorInfo> outputs;
+    Status checked = spec.infer(inputs, &outputs);
+    if (!checked.ok()) return MakeStatus(checked.message() + NodeSuffix(state->node_name));
+    for (const AttrSpec& attr : spec.attrs) {
+      double value = 0.0;
+      if (OrtStatus* s = ReadAttribute(spec, state->node_name, info, attr, &value)) return s;
+      state->attrs.push_back(value);
+    }
+    *kernel = state.release();
+    return nullptr;
+  });
+}
+
+void ORT_API_CALL DestroyKernel(void* kernel) noexcept { delete static_cast<SpecKernel*>(kernel); }
+
+ParallelFor MakeParallelFor(const OrtKernelContext* context) {
+  return [context](int64_t n, int64_t grain, const RangeBody& body) {
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    const int64_t tasks = (n + grain - 1) / grain;
+    if (tasks == 1) {
+      body(0, n);
+      return;
+    }
+    struct Job {
+      const RangeBody* body;
+      int64_t n;
+      int64_t grain;
+    } job{&body, n, grain};
+    auto run = [](void* data, size_t task) {
+      const Job* j = static_cast<const Job*>(data);
+      const int64_t begin = static_cast<int64_t>(task) * j->grain;
+      const int64_t end = begin + j->grain < j->n ? begin + j->grain : j->n;
+      (*j->body)(begin, end);
+    };
+    OrtStatus* status = g_api->KernelContext_ParallelFor(context, run, static_cast<size_t>(tasks), 0, &job);
+    if (status != nullptr) {
+      // Without a pool, run serially rather than fail.
+      g_api->ReleaseStatus(status);
+      body(0, n);
+    }
+  };
+}
+
+OrtStatus* ORT_API_CALL Compute(void* kernel_state, OrtKernelContext* context) noexcept {
+  const SpecKernel& kernel = *static_cast<const SpecKernel*>(kernel_state);
+  const OpSpec& spec = *kernel.spec;
+  return Guarded(spec, [&]() -> OrtStatus* {
+    Ort::KernelContext ctx(context);
+    KernelArgs args;
+    const size_t input_count = ctx.GetInputCount();
+    for (size_t i = 0; i < spec.inputs.size(); ++i) {
+      TensorInfo info;
+      const void* data = nullptr;
+      Ort::ConstValue value = i < input_count ? ctx.GetInput(i) : Ort::ConstValue{nullptr};
+      if (value == nullptr) {
+        info.present = false;
+      } else {
+        auto type_shape = value.GetTensorTypeAndShapeInfo();
+        info.dtype = DtypeName(type_shape.GetElementType());
+        info.shape = type_shape.GetShape();
+        data = value.GetTensorRawData();
+      }
+      args.inputs.push_back(data);
+      args.input_infos.push_back(std::move(info));
+    }
+    Status status = spec.infer(args.input_infos, &args.output_infos);
+    if (!status.ok()) return MakeStatus(status.message() + NodeSuffix(kernel.node_name));
+    for (size_t k = 0; k < args.output_infos.size(); ++k) {
+      const Shape& shape = args.output_infos[k].shape;
+      Ort::UnownedValue output = ctx.GetOutput(k, shape.data(), shape.size());
+      args.outputs.push_back(output.GetTensorMutableRawData());
+    }
+    args.attrs = kernel.attrs;
+    args.parallel_for = MakeParallelFor(context);
+    status = spec.forward(args);
+    if (!status.ok()) return MakeStatus(status.message() + NodeSuffix(kernel.node_name));
+    return nullptr;
+  });
+}
+
+OrtStatus* ORT_API_CALL InferOutputShape(const OrtCustomOp* op, OrtShapeInferContext* context) noexcept {
+  const OpSpec& spec = SpecOf(op);
+  return Guarded(spec, [&]() -> OrtStatus* {
+    size_t input_count = 0;
+    if (OrtStatus* s = g_api->ShapeInferContext_GetInputCount(context, &input_count)) return s;
+    std::vector<TensorInfo> inputs(spec.inputs.size());
+    std::vector<std::vector<std::string>> symbols(spec.inputs.size());
+    for (size_t i = 0; i < spec.inputs.size(); ++i) {
+      TensorInfo& info = inputs[i];
+      OrtTensorTypeAndShapeInfo* type_shape = nullptr;
+      if (i >= input_count) {
+        info.present = false;
+        continue;
+      }
+      if (OrtStatus* s = g_api->ShapeInferContext_GetInputTypeShape(context, i, &type_shape)) {
+        // An empty input name (absent optional input) has no type.
+        g_api->ReleaseStatus(s);
+        info.present = false;
+        continue;
+      }
+      // Owned by the context: view it, never release it.
+      Ort::ConstTensorTypeAndShapeInfo view(type_shape);
+      info.dtype = DtypeName(view.GetElementType());
+      info.shape = view.GetShape();
+      std::vector<const char*> names(info.shape.size(), nullptr);
+      if (!names.empty()) view.GetSymbolicDimensions(names.data(), names.size());
+      for (size_t d = 0; d < names.size(); ++d) {
+        symbols[i].push_back(names[d] ? names[d] : "");
+        if (names[d] && names[d][0] != '\0') info.shape[d] = -1;
+      }
+    }
+    std::vector<TensorInfo> outputs;
+    // ONNX Runtime drops a status returned from here (and leaks it); the
+    // same check at kernel creation reports the error instead.
+    if (!spec.infer(inputs, &outputs).ok()) return nullptr;
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      OrtTensorTypeAndShapeInfo* raw = nullptr;
+      if (OrtStatus* s = g_api->CreateTensorTypeAndShapeInfo(&raw)) return s;
+      Ort::TensorTypeAndShapeInfo owned(raw);
+      const Shape& shape = outputs[k].shape;
+      if (OrtStatus* s = g_api->SetTensorElementType(raw, DtypeFromName(outputs[k].dtype))) return s;
+      if (OrtStatus* s = g_api->SetDimensions(raw, shape.data(), shape.size())) return s;
+      // Keep symbolic names (e.g. a dynamic batch) where the output copies an
+      // input's shape.
+      for (size_t i = 0; i < inputs.size(); ++i) {
+        if (inputs[i].present && inputs[i].shape == shape) {
+          std::vector<const char*> names;
+          for (const std::string& n : symbols[i]) names.push_back(n.c_str());
+          if (OrtStatus* s = g_api->SetSymbolicDimensions(raw, names.data(), names.size())) return s;
+          break;
+        }
+      }
+      if (OrtStatus* s = g_api->ShapeInferContext_SetOutputTypeShape(context, k, raw)) return s;
+    }
+    return nullptr;
+  });
+}
+
+std::unique_ptr<SpecOp> MakeOp(const OpSpec& spec) {
+  auto op = std::make_unique<SpecOp>();
+  std::memset(static_cast<OrtCustomOp*>(op.get()), 0, sizeof(OrtCustomOp));
+  op->spec = &spec;
+  op->version = ORT_API_VERSION;
+  op->GetName = [](const OrtCustomOp* self) { return SpecOf(self).onnx_type; };
+  op->GetExecutionProviderType = [](const OrtCustomOp*) { return "CPUExecutionProvider"; };
+  op->GetInputTypeCount = [](const OrtCustomOp* self) { return SpecOf(self).inputs.size(); };
+  op->GetOutputTypeCount = [](const OrtCustomOp* self) { return SpecOf(self).outputs.size(); };
+  // Dtypes are checked by the spec's shape rule, which names the argument.
+  op->GetInputType = [](const OrtCustomOp*, size_t) { return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED; };
+  op->GetOutputType = [](const OrtCustomOp*, size_t) { return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED; };
+  op->GetInputCharacteristic = [](const OrtCustomOp* self, size_t i) {
+    return SpecOf(self).inputs[i].optional ? INPUT_OUTPUT_OPTIONAL : INPUT_OUTPUT_REQUIRED;
+  };
+  op->GetOutputCharacteristic = [](const OrtCustomOp*, size_t) { return INPUT_OUTPUT_REQUIRED; };
+  op->GetInputMemoryType = [](const OrtCustomOp*, size_t) { return OrtMemTypeDefault; };
+  op->GetVariadicInputMinArity = [](const OrtCustomOp*) { return 1; };
+  op->GetVariadicInputHomogeneity = [](const OrtCustomOp*) { return 0; };
+  op->GetVariadicOutputMinArity = [](const OrtCustomOp*) { return 1; };
+  op->GetVariadicOutputHomogeneity = [](const OrtCustomOp*) { return 0; };
+  op->CreateKernelV2 = CreateKernel;
+  op->KernelComputeV2 = Compute;
+  op->KernelDestroy = DestroyKernel;
+  op->InferOutputShapeFn = InferOutputShape;
+  op->GetStartVersion = [](const OrtCustomOp*) { return 1; };
+  op->GetEndVersion = [](const OrtCustomOp*) { return kOnnxDomainVersion; };
+  return op;
+}
+
+// Ops and the domain live for the whole process: ONNX Runtime keeps raw
+// pointers to them in every session that registered the library.
+struct Library {
+  std::vector<std::unique_ptr<SpecOp>> ops;
+  Ort::CustomOpDomain domain{nullptr};
+  std::mutex mutex;
+};
+
+Library& GetLibrary() {
+  static Library* library = new Library();
+  return *library;
+}
+
+}  // namespace
+}  // namespace opbridge
+
+extern "C" __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL
+RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
+  using namespace opbridge;
+  const OrtApi* api = api_base->GetApi(ORT_API_VERSION);
+  if (api == nullptr) {
+    // The oldest API table can still report the error.
+    const OrtApi* oldest = api_base->GetApi(1);
+    const std::string message = std::string("opbridge ") + kVersion + " needs ONNX Runtime API version " +
+                                std::to_string(ORT_API_VERSION) + " or newer; this runtime is " +
+                                api_base->GetVersionString();
+    return oldest ? oldest->CreateStatus(ORT_FAIL, message.c_str()) : nullptr;
+  }
+  g_api = api;
+  Ort::InitApi(api);
+  try {
+    Library& library = GetLibrary();
+    std::lock_guard<std::mutex> lock(library.mutex);
+    if (library.ops.empty()) {
+      // One domain serves every session: sessions only keep a pointer to it.
+      library.domain = Ort::CustomOpDomain(kOnnxDomain);
+      for (const OpSpec* spec : AllSpecs()) {
+        library.ops.push_back(MakeOp(*spec));
+        library.domain.Add(library.ops.back().get());
+      }
+    }
+    Ort::UnownedSessionOptions session_options(options);
+    session_options.Add(library.domain);
+    return nullptr;
+  } catch (const std::exception& e) {
+    return api->CreateStatus(ORT_FAIL, (std::string("opbridge: RegisterCustomOps failed: ") + e.what()).c_str());
+  }
+}

@@ -1,0 +1,72 @@
+// The Python extension module opbridge._C. Importing it runs every
+// operator's TORCH_LIBRARY registration; it also exposes the specs so that
+// the Python side (ONNX export, documentation) reads the same contract.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include "core/spec.h"
+#include "core/version.h"
+
+namespace py = pybind11;
+
+namespace {
+
+py::dict SpecToDict(const opbridge::OpSpec& spec) {
+  py::list inputs;
+  for (const auto& input : spec.inputs) {
+    py::dict entry;
+    entry["name"] = input.name;
+    entry["optional"] = input.optional;
+    inputs.append(entry);
+  }
+  py::list attrs;
+  for (const auto& attr : spec.attrs) {
+    py::dict entry;
+    entry["name"] = attr.name;
+    entry["type"] = opbridge::AttrTypeName(attr.type);
+    if (attr.has_default) {
+      entry["default"] = attr.default_value;
+    } else {
+      entry["default"] = py::none();
+    }
+    attrs.append(entry);
+  }
+  py::dict result;
+  result["name"] = spec.name;
+  result["onnx_type"] = spec.onnx_type;
+  result["doc"] = spec.doc;
+  result["inputs"] = inputs;
+  result["attrs"] = attrs;
+  result["outputs"] = spec.outputs;
+  result["torch_schema"] = spec.TorchSchema();
+  result["backward_schema"] = spec.backward_schema;
+  return result;
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_C, m) {
+  m.doc() = "opbridge native extension: registers torch.ops.opbridge.*";
+  m.attr("__version__") = opbridge::kVersion;
+  m.attr("ONNX_DOMAIN") = opbridge::kOnnxDomain;
+  m.attr("ONNX_DOMAIN_VERSION") = opbridge::kOnnxDomainVersion;
+  // The spec's shape rule, for the Python side (legacy export output types).
+  // inputs: [(present, dtype, shape with -1 for unknown dims)].
+  m.def("infer", [](const std::string& name, const std::vector<std::tuple<bool, std::string, std::vector<int64_t>>>& inputs) {
+    const opbridge::OpSpec* spec = opbridge::FindSpec(name);
+    if (spec == nullptr) throw py::value_error("opbridge: no operator named '" + name + "'");
+    std::vector<opbridge::TensorInfo> infos;
+    for (const auto& [present, dtype, shape] : inputs) infos.push_back({present, dtype, shape});
+    std::vector<opbridge::TensorInfo> outputs;
+    const opbridge::Status status = spec->infer(infos, &outputs);
+    if (!status.ok()) throw py::value_error(status.message());
+    std::vector<std::pair<std::string, std::vector<int64_t>>> result;
+    for (const auto& out : outputs) result.emplace_back(out.dtype, out.shape);
+    return result;
+  });
+  m.def("specs", []() {
+    py::list specs;
+    for (const opbridge::OpSpec* spec : opbridge::AllSpecs()) specs.append(SpecToDict(*spec));
+    return specs;
+  });
+}

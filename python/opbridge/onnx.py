@@ -1,0 +1,274 @@
+"""Export to ONNX by an explicit route, with either exporter.
+
+Routes:
+  * ``"custom"``: one node per operator in the ``opbridge`` domain, with the
+    spec's attribute names; needs the opbridge ONNX Runtime library.
+  * ``"standard"``: plain ai.onnx operators only, loadable by any runtime.
+
+The route is always the caller's choice; nothing is inferred from the
+environment or from whether the library is loaded.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+from opbridge._library import ONNX_DOMAIN, ONNX_DOMAIN_VERSION, VERSION, specs
+from opbridge.ops import decomposition
+from opbridge.ops._builder import DynamoBuilder, LegacyBuilder
+
+ROUTES = ("custom", "standard")
+# The dynamo exporter builds every graph at this opset and converts after.
+DYNAMO_BUILD_OPSET = 18
+DEFAULT_OPSET = 18
+METADATA_VERSION_KEY = "opbridge.version"
+METADATA_DOMAIN_VERSION_KEY = "opbridge.domain_version"
+METADATA_ROUTE_KEY = "opbridge.route"
+
+
+def _check_route(route: str) -> None:
+    if route not in ROUTES:
+        raise ValueError(f"opbridge.onnx: route must be one of {ROUTES}, got {route!r}")
+
+
+def _bind(spec: dict, args: tuple, kwargs: dict) -> tuple[list, dict]:
+    """Splits a call of the op into its tensor inputs and its attributes,
+    filling the spec's defaults."""
+    names = [p["name"] for p in spec["inputs"]] + [a["name"] for a in spec["attrs"]]
+    if len(args) > len(names):
+        raise TypeError(f"opbridge::{spec['name']}: too many arguments ({len(args)})")
+    values = dict(zip(names, args, strict=False))
+    for key, value in kwargs.items():
+        if key not in names:
+            raise TypeError(f"opbridge::{spec['name']}: unexpected argument {key!r}")
+        values[key] = value
+    inputs = [values.get(p["name"]) for p in spec["inputs"]]
+    attrs = {}
+    for attr in spec["attrs"]:
+        value = values.get(attr["name"], attr["default"])
+        if value is None:
+            raise TypeError(f"opbridge::{spec['name']}: missing attribute {attr['name']!r}")
+        attrs[attr["name"]] = _attr_value(attr, value)
+    return inputs, attrs
+
+
+def _attr_value(attr: dict, value: Any) -> Any:
+    kind = attr["type"]
+    if kind == "float":
+        return float(value)
+    if kind == "int":
+        return int(value)
+    if kind == "bool":
+        return int(bool(value))
+    raise TypeError(f"unsupported attribute type {kind}")
+
+
+_ONNX_ATTR_TYPES = {"float": "FLOAT", "int": "INT", "bool": "INT"}
+
+
+def onnx_schema(spec: dict):
+    """The ``onnx.defs.OpSchema`` of an op's custom-route node, from its spec."""
+    from onnx import defs, helper
+
+    param = defs.OpSchema.FormalParameter
+    option = defs.OpSchema.FormalParameterOption
+    inputs = [
+        param(p["name"], "T", param_option=option.Optional if p["optional"] else option.Single)
+        for p in spec["inputs"]
+    ]
+    outputs = [param(name, "T") for name in spec["outputs"]]
+    attributes = []
+    for attr in spec["attrs"]:
+        if attr["default"] is None:
+            kind = getattr(defs.OpSchema.AttrType, _ONNX_ATTR_TYPES[attr["type"]])
+            attributes.append(defs.OpSchema.Attribute(attr["name"], kind, required=True))
+        else:
+            default = helper.make_attribute(attr["name"], _attr_value(attr, attr["default"]))
+            attributes.append(defs.OpSchema.Attribute(attr["name"], default))
+    return defs.OpSchema(
+        spec["onnx_type"],
+        ONNX_DOMAIN,
+        ONNX_DOMAIN_VERSION,
+        spec["doc"],
+        inputs=inputs,
+        outputs=outputs,
+        type_constraints=[("T", ["tensor(float)", "tensor(double)"], "float32 or float64")],
+        attributes=attributes,
+    )
+
+
+def _dynamo_translation(spec: dict, route: str, opset: int) -> Callable:
+    import onnxscript
+
+    domain = onnxscript.values.Opset(ONNX_DOMAIN, ONNX_DOMAIN_VERSION)
+    custom_op = onnxscript.values.Op(domain, spec["onnx_type"], op_schema=onnx_schema(spec))
+    standard = decomposition(spec["name"])
+
+    def translate(*args, **kwargs):
+        inputs, attrs = _bind(spec, args, kwargs)
+        if route == "custom":
+            # Absent trailing optional inputs are left out of the node.
+            while inputs and inputs[-1] is None:
+                inputs.pop()
+            return custom_op(*inputs, **attrs)
+        return standard(DynamoBuilder(opset), *inputs, **attrs)
+
+    translate.__name__ = f"opbridge_{spec['name']}_{route}"
+    return translate
+
+
+def translation_table(route: str = "custom", *, opset: int | None = None) -> dict[Callable, Callable]:
+    """``custom_translation_table`` for ``torch.onnx.export(..., dynamo=True)``.
+
+    ``opset`` is the ``opset_version`` the export will ask for (the standard
+    route chooses its form by it); default 18.
+    """
+    _check_route(route)
+    opset = opset or DEFAULT_OPSET
+    return {
+        getattr(torch.ops.opbridge, name).default: _dynamo_translation(spec, route, opset)
+        for name, spec in specs().items()
+    }
+
+
+def _legacy_symbolic(spec: dict, route: str, opset: int) -> Callable:
+    from torch.onnx import symbolic_helper
+
+    standard = decomposition(spec["name"])
+    kinds = {"float": "f", "int": "i", "bool": "b"}
+
+    def symbolic(g, *args):
+        n_inputs = len(spec["inputs"])
+        inputs = [None if symbolic_helper._is_none(v) else v for v in args[:n_inputs]]
+        attrs = {}
+        for attr, value in zip(spec["attrs"], args[n_inputs:], strict=True):
+            raw = symbolic_helper._maybe_get_const(value, kinds[attr["type"]])
+            attrs[attr["name"]] = _attr_value(attr, raw)
+        if route == "standard":
+            return standard(LegacyBuilder(g, opset), *inputs, **attrs)
+        # Absent trailing optional inputs are left out of the node.
+        while inputs and inputs[-1] is None:
+            inputs.pop()
+        if any(v is None for v in inputs):
+            raise NotImplementedError(
+                f"opbridge::{spec['name']}: the legacy exporter cannot leave out a "
+                "non-trailing optional input"
+            )
+        suffixes = {"float": "f", "int": "i", "bool": "i"}
+        named = {f"{k}_{suffixes[a['type']]}": attrs[k] for a in spec["attrs"] for k in [a["name"]]}
+        return g.op(f"{ONNX_DOMAIN}::{spec['onnx_type']}", *inputs, **named)
+
+    return symbolic
+
+
+def register_legacy_symbolics(route: str = "custom", *, opset: int | None = None) -> None:
+    """Registers the ops with the TorchScript exporter (``dynamo=False``).
+
+    The last registration wins; ``opset`` is the ``opset_version`` the export
+    will use (default 18).
+    """
+    _check_route(route)
+    opset = opset or DEFAULT_OPSET
+    for name, spec in specs().items():
+        torch.onnx.register_custom_op_symbolic(
+            f"opbridge::{name}", _legacy_symbolic(spec, route, opset), opset
+        )
+
+
+def stamp_metadata(model, route: str):
+    """Adds opbridge's metadata and drops an unused opbridge opset import."""
+    uses_domain = any(node.domain == ONNX_DOMAIN for node in model.graph.node)
+    kept = [imp for imp in model.opset_import if imp.domain != ONNX_DOMAIN or uses_domain]
+    if uses_domain and not any(imp.domain == ONNX_DOMAIN for imp in kept):
+        import onnx
+
+        kept.append(onnx.helper.make_opsetid(ONNX_DOMAIN, ONNX_DOMAIN_VERSION))
+    del model.opset_import[:]
+    model.opset_import.extend(kept)
+    props = {p.key: p.value for p in model.metadata_props}
+    props[METADATA_VERSION_KEY] = VERSION
+    props[METADATA_DOMAIN_VERSION_KEY] = str(ONNX_DOMAIN_VERSION)
+    props[METADATA_ROUTE_KEY] = route
+    del model.metadata_props[:]
+    for key, value in props.items():
+        entry = model.metadata_props.add()
+        entry.key, entry.value = key, value
+    return model
+
+
+def export(
+    model: torch.nn.Module,
+    args: tuple,
+    f: str | os.PathLike | io.BytesIO | None = None,
+    *,
+    route: str = "custom",
+    opset: int | None = None,
+    dynamic_shapes: Any = None,
+    dynamo: bool = True,
+    **kwargs: Any,
+):
+    """Exports ``model`` with ``torch.onnx.export`` by the chosen route.
+
+    Returns the ``onnx.ModelProto`` (also written to ``f`` when given). The
+    model carries metadata ``opbridge.version``, ``opbridge.domain_version``
+    and ``opbridge.route``, and imports the ``opbridge`` domain only when it
+    uses it. With ``dynamo=False`` and ``dynamic_shapes``, the dims named by
+    ``dynamic_shapes`` become ``dynamic_axes`` of inputs ``input_0``, ... (or
+    of ``input_names`` when given).
+    """
+    import onnx
+
+    _check_route(route)
+    opset = opset or DEFAULT_OPSET
+    if dynamo:
+        program = torch.onnx.export(
+            model,
+            args,
+            dynamo=True,
+            opset_version=opset,
+            dynamic_shapes=dynamic_shapes,
+            custom_translation_table=translation_table(route, opset=opset),
+            **kwargs,
+        )
+        proto = program.model_proto
+    else:
+        register_legacy_symbolics(route, opset=opset)
+        if dynamic_shapes is not None:
+            kwargs = _legacy_dynamic_axes(args, dynamic_shapes, kwargs)
+        buffer = io.BytesIO()
+        torch.onnx.export(
+            model,
+            args,
+            buffer,
+            dynamo=False,
+            opset_version=opset,
+            custom_opsets={ONNX_DOMAIN: ONNX_DOMAIN_VERSION} if route == "custom" else None,
+            **kwargs,
+        )
+        proto = onnx.load_from_string(buffer.getvalue())
+    stamp_metadata(proto, route)
+    if f is not None:
+        if isinstance(f, io.BytesIO):
+            f.write(proto.SerializeToString())
+        else:
+            onnx.save(proto, os.fspath(f))
+    return proto
+
+
+def _legacy_dynamic_axes(args: tuple, dynamic_shapes: Any, kwargs: dict) -> dict:
+    kwargs = dict(kwargs)
+    names = list(kwargs.get("input_names") or [f"input_{i}" for i in range(len(args))])
+    kwargs["input_names"] = names
+    shapes = list(dynamic_shapes.values()) if isinstance(dynamic_shapes, dict) else dynamic_shapes
+    axes = dict(kwargs.get("dynamic_axes") or {})
+    for name, dims in zip(names, shapes, strict=False):
+        if not dims:
+            continue
+        axes[name] = {int(d): getattr(dim, "__name__", f"{name}_dim{d}") for d, dim in dims.items()}
+    kwargs["dynamic_axes"] = axes
+    return kwargs

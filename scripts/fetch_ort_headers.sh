@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Fetches the ONNX Runtime C/C++ headers (Debian trixie's libonnxruntime-dev)
+# into third_party/onnxruntime without touching the system's apt state.
+# The headers are not shipped in the onnxruntime wheel; the custom-op library
+# only needs them (it never links libonnxruntime).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+DEST="$ROOT/third_party/onnxruntime"
+PKG_VERSION="1.21.0+dfsg-1"
+STAMP="$DEST/.version"
+
+if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$PKG_VERSION" && -f "$DEST/usr/include/onnxruntime/onnxruntime_c_api.h" ]]; then
+  exit 0
+fi
+
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+mkdir -p "$WORK/lists/partial" "$WORK/cache/archives/partial" "$WORK/etc"
+echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main" \
+  >"$WORK/etc/trixie.list"
+APT_OPTS=(
+  -o "Dir::Etc::SourceList=$WORK/etc/trixie.list"
+  -o "Dir::Etc::SourceParts=/nonexistent"
+  -o "Dir::State::Lists=$WORK/lists"
+  -o "Dir::Cache=$WORK/cache"
+  -o "Debug::NoLocking=1"
+)
+apt-get "${APT_OPTS[@]}" -qq update
+(cd "$WORK" && apt-get "${APT_OPTS[@]}" -qq download "libonnxruntime-dev=$PKG_VERSION")
+rm -rf "$DEST"
+mkdir -p "$DEST"
+dpkg -x "$WORK"/libonnxruntime-dev_*.deb "$DEST"
+echo "$PKG_VERSION" >"$STAMP"
+echo "ONNX Runtime headers $PKG_VERSION in $DEST"
