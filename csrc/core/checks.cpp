@@ -12,8 +12,8 @@ std::string FormatShape(const Shape& shape) {
 }
 
 Status ArgError(const OpSpec& spec, const char* argument, const std::string& detail) {
-  return Status::Error(std::string(kTorchNamespace) + "::" + spec.name + " (ONNX " +
-                       spec.QualifiedName() + "): argument '" + argument + "' " + detail);
+  return Status::Error(std::string(kTorchNamespace) + "::" + spec.name + " (ONNX " + spec.QualifiedName() +
+                       "): argument '" + argument + "' " + detail);
 }
 
 Status CheckFloatingDtype(const OpSpec& spec, const char* argument, const std::string& given) {
@@ -45,15 +45,14 @@ Status CheckSameDtype(const OpSpec& spec, const char* argument, const std::strin
 
 Status CheckFloatingInputs(const OpSpec& spec, const std::vector<TensorInfo>& inputs) {
   if (inputs.size() != spec.inputs.size()) {
-    return Status::Error(std::string(kTorchNamespace) + "::" + spec.name + " (ONNX " +
-                         spec.QualifiedName() + "): expected " + std::to_string(spec.inputs.size()) +
-                         " inputs, got " + std::to_string(inputs.size()));
+    return Status::Error(std::string(kTorchNamespace) + "::" + spec.name + " (ONNX " + spec.QualifiedName() +
+                         "): expected " + std::to_string(spec.inputs.size()) + " inputs, got " +
+                         std::to_string(inputs.size()));
   }
   OPBRIDGE_RETURN_IF_ERROR(CheckFloatingDtype(spec, spec.inputs[0].name, inputs[0].dtype));
   for (size_t i = 1; i < inputs.size(); ++i) {
     if (!inputs[i].present) continue;
-    OPBRIDGE_RETURN_IF_ERROR(
-        CheckSameDtype(spec, spec.inputs[i].name, inputs[i].dtype, inputs[0].dtype));
+    OPBRIDGE_RETURN_IF_ERROR(CheckSameDtype(spec, spec.inputs[i].name, inputs[i].dtype, inputs[0].dtype));
   }
   return Status::Ok();
 }

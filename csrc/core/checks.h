@@ -36,8 +36,7 @@ int64_t NumElements(const Shape& shape);
 
 // Calls body(T{}) for float32 / float64; an error for any other dtype.
 template <typename Body>
-Status DispatchFloating(const OpSpec& spec, const char* argument, const std::string& dtype,
-                        Body&& body) {
+Status DispatchFloating(const OpSpec& spec, const char* argument, const std::string& dtype, Body&& body) {
   if (dtype == "float32") {
     body(float{});
     return Status::Ok();

@@ -24,14 +24,13 @@ namespace {
 std::string FormatDefault(const AttrSpec& attr) {
   char buffer[64];
   switch (attr.type) {
-    case AttrType::kFloat:
-      {
-        // Shortest text that round-trips; ".0" so the schema parser sees a float.
-        const auto result = std::to_chars(buffer, buffer + sizeof(buffer), attr.default_value);
-        std::string text(buffer, result.ptr);
-        if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
-        return text;
-      }
+    case AttrType::kFloat: {
+      // Shortest text that round-trips; ".0" so the schema parser sees a float.
+      const auto result = std::to_chars(buffer, buffer + sizeof(buffer), attr.default_value);
+      std::string text(buffer, result.ptr);
+      if (text.find_first_of(".eEn") == std::string::npos) text += ".0";
+      return text;
+    }
     case AttrType::kInt:
       std::snprintf(buffer, sizeof(buffer), "%lld", static_cast<long long>(attr.default_value));
       return buffer;

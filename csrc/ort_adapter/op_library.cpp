@@ -12,6 +12,7 @@
 #include <onnxruntime_cxx_api.h>
 #undef ORT_API_MANUAL_INIT
 
+#include <atomic>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -177,8 +178,8 @@ std::vector<TensorInfo> StaticInputInfos(const OrtKernelInfo* info, size_t input
   return inputs;
 }
 
-OrtStatus* ORT_API_CALL CreateKernel(const OrtCustomOp* op, const OrtApi* /*api*/,
-                                     const OrtKernelInfo* info, void** kernel) noexcept {
+OrtStatus* ORT_API_CALL CreateKernel(const OrtCustomOp* op, const OrtApi* /*api*/, const OrtKernelInfo* info,
+                                     void** kernel) noexcept {
   const OpSpec& spec = SpecOf(op);
   *kernel = nullptr;
   return Guarded(spec, [&]() -> OrtStatus* {
@@ -283,6 +284,11 @@ OrtStatus* ORT_API_CALL Compute(void* kernel_state, OrtKernelContext* context) n
   });
 }
 
+uint64_t NextSymbol() {
+  static std::atomic<uint64_t> counter{0};
+  return counter.fetch_add(1);
+}
+
 OrtStatus* ORT_API_CALL InferOutputShape(const OrtCustomOp* op, OrtShapeInferContext* context) noexcept {
   const OpSpec& spec = SpecOf(op);
   return Guarded(spec, [&]() -> OrtStatus* {
@@ -326,15 +332,21 @@ OrtStatus* ORT_API_CALL InferOutputShape(const OrtCustomOp* op, OrtShapeInferCon
       if (OrtStatus* s = g_api->SetTensorElementType(raw, DtypeFromName(outputs[k].dtype))) return s;
       if (OrtStatus* s = g_api->SetDimensions(raw, shape.data(), shape.size())) return s;
       // Keep symbolic names (e.g. a dynamic batch) where the output copies an
-      // input's shape.
+      // input's shape. A dim that stays unknown gets a fresh name: without
+      // one, ONNX Runtime would record it as the dim value -1.
+      std::vector<std::string> names(shape.size());
       for (size_t i = 0; i < inputs.size(); ++i) {
         if (inputs[i].present && inputs[i].shape == shape) {
-          std::vector<const char*> names;
-          for (const std::string& n : symbols[i]) names.push_back(n.c_str());
-          if (OrtStatus* s = g_api->SetSymbolicDimensions(raw, names.data(), names.size())) return s;
+          names = symbols[i];
           break;
         }
       }
+      std::vector<const char*> name_ptrs;
+      for (size_t d = 0; d < shape.size(); ++d) {
+        if (shape[d] < 0 && names[d].empty()) names[d] = "opbridge_unk__" + std::to_string(NextSymbol());
+        name_ptrs.push_back(names[d].c_str());
+      }
+      if (OrtStatus* s = g_api->SetSymbolicDimensions(raw, name_ptrs.data(), name_ptrs.size())) return s;
       if (OrtStatus* s = g_api->ShapeInferContext_SetOutputTypeShape(context, k, raw)) return s;
     }
     return nullptr;
@@ -416,6 +428,7 @@ RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
     session_options.Add(library.domain);
     return nullptr;
   } catch (const std::exception& e) {
-    return api->CreateStatus(ORT_FAIL, (std::string("opbridge: RegisterCustomOps failed: ") + e.what()).c_str());
+    return api->CreateStatus(ORT_FAIL,
+                             (std::string("opbridge: RegisterCustomOps failed: ") + e.what()).c_str());
   }
 }

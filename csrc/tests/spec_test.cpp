@@ -1,6 +1,6 @@
-#include <gtest/gtest.h>
-
 #include "core/spec.h"
+
+#include <gtest/gtest.h>
 
 namespace opbridge {
 namespace {

@@ -124,7 +124,8 @@ std::vector<at::Tensor> RunForward(const OpSpec& spec, const std::vector<std::op
   return outputs;
 }
 
-std::vector<at::Tensor> MetaForward(const OpSpec& spec, const std::vector<std::optional<at::Tensor>>& inputs) {
+std::vector<at::Tensor> MetaForward(const OpSpec& spec,
+                                    const std::vector<std::optional<at::Tensor>>& inputs) {
   const std::vector<TensorInfo> infos = InfosOf(inputs);
   const std::vector<TensorInfo> output_infos = Infer(spec, infos);
   std::vector<at::Tensor> outputs;
@@ -141,8 +142,7 @@ std::vector<at::Tensor> MetaForward(const OpSpec& spec, const std::vector<std::o
       outputs.push_back(at::empty_symint(like->sym_sizes(), options));
     } else {
       for (int64_t d : out.shape) {
-        TORCH_CHECK(d >= 0, spec.name, ": cannot express a symbolic output shape ",
-                    FormatShape(out.shape));
+        TORCH_CHECK(d >= 0, spec.name, ": cannot express a symbolic output shape ", FormatShape(out.shape));
       }
       outputs.push_back(at::empty(out.shape, options));
     }

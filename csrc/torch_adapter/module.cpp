@@ -52,7 +52,8 @@ PYBIND11_MODULE(_C, m) {
   m.attr("ONNX_DOMAIN_VERSION") = opbridge::kOnnxDomainVersion;
   // The spec's shape rule, for the Python side (legacy export output types).
   // inputs: [(present, dtype, shape with -1 for unknown dims)].
-  m.def("infer", [](const std::string& name, const std::vector<std::tuple<bool, std::string, std::vector<int64_t>>>& inputs) {
+  m.def("infer", [](const std::string& name,
+                    const std::vector<std::tuple<bool, std::string, std::vector<int64_t>>>& inputs) {
     const opbridge::OpSpec* spec = opbridge::FindSpec(name);
     if (spec == nullptr) throw py::value_error("opbridge: no operator named '" + name + "'");
     std::vector<opbridge::TensorInfo> infos;

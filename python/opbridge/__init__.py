@@ -6,10 +6,9 @@ an explicit route ("standard" or "custom"), and runs in ONNX Runtime through
 the library at :func:`opbridge.ort.get_library_path`.
 """
 
+from opbridge import nn, onnx, ort
 from opbridge._library import ONNX_DOMAIN, ONNX_DOMAIN_VERSION, VERSION, specs
 from opbridge.ops import rms_norm, scaled_clamp
-
-from opbridge import nn, onnx, ort  # noqa: E402  isort: skip
 
 __version__ = VERSION
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import torch  # noqa: F401  (libtorch must be loaded before the extension)
+import torch
 
 _PACKAGE_DIR = Path(__file__).resolve().parent
 

@@ -122,7 +122,9 @@ def _dynamo_translation(spec: dict, route: str, opset: int) -> Callable:
     return translate
 
 
-def translation_table(route: str = "custom", *, opset: int | None = None) -> dict[Callable, Callable]:
+def translation_table(
+    route: str = "custom", *, opset: int | None = None
+) -> dict[Callable, Callable]:
     """``custom_translation_table`` for ``torch.onnx.export(..., dynamo=True)``.
 
     ``opset`` is the ``opset_version`` the export will ask for (the standard
@@ -161,9 +163,38 @@ def _legacy_symbolic(spec: dict, route: str, opset: int) -> Callable:
             )
         suffixes = {"float": "f", "int": "i", "bool": "i"}
         named = {f"{k}_{suffixes[a['type']]}": attrs[k] for a in spec["attrs"] for k in [a["name"]]}
-        return g.op(f"{ONNX_DOMAIN}::{spec['onnx_type']}", *inputs, **named)
+        output = g.op(f"{ONNX_DOMAIN}::{spec['onnx_type']}", *inputs, **named)
+        _set_legacy_output_type(spec, inputs, output)
+        return output
 
     return symbolic
+
+
+_TS_DTYPES = {"Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16"}
+
+
+def _set_legacy_output_type(spec: dict, inputs: list, output) -> None:
+    """Gives the TorchScript exporter the output dtype and shape from the
+    spec's shape rule (it cannot infer them for a custom node)."""
+    from opbridge._library import _C
+
+    infos = []
+    padded = inputs + [None] * (len(spec["inputs"]) - len(inputs))
+    for value in padded:
+        if value is None:
+            infos.append((False, "", []))
+            continue
+        value_type = value.type()
+        dtype = _TS_DTYPES.get(value_type.scalarType() or "")
+        sizes = value_type.varyingSizes()
+        if dtype is None or sizes is None:
+            return  # not known here; ONNX Runtime infers it at load time
+        infos.append((True, dtype, [-1 if d is None else d for d in sizes]))
+    (dtype, shape), *_ = _C.infer(spec["name"], infos)
+    torch_dtype = {"float32": torch.float32, "float64": torch.float64}[dtype]
+    output.setType(
+        inputs[0].type().with_dtype(torch_dtype).with_sizes([None if d < 0 else d for d in shape])
+    )
 
 
 def register_legacy_symbolics(route: str = "custom", *, opset: int | None = None) -> None:

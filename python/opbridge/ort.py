@@ -35,7 +35,7 @@ def session_options(options: Any = None):
     return options
 
 
-def InferenceSession(path_or_bytes: str | bytes | os.PathLike, **kwargs: Any):  # noqa: N802
+def InferenceSession(path_or_bytes: str | bytes | os.PathLike, **kwargs: Any):
     """An ``onnxruntime.InferenceSession`` with the opbridge library registered.
 
     Takes the same arguments; ``sess_options`` (if given) gets the library

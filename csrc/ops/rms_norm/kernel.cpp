@@ -43,9 +43,8 @@ void RmsNormForward(const T* x, const T* weight, const T* bias, T* y, int64_t ro
 }
 
 template <typename T>
-void RmsNormBackward(const T* grad_y, const T* x, const T* weight, T* grad_x, T* grad_weight,
-                     T* grad_bias, int64_t rows, int64_t cols, const RmsNormAttrs& attrs,
-                     const ParallelFor& parallel_for) {
+void RmsNormBackward(const T* grad_y, const T* x, const T* weight, T* grad_x, T* grad_weight, T* grad_bias,
+                     int64_t rows, int64_t cols, const RmsNormAttrs& attrs, const ParallelFor& parallel_for) {
   if (cols <= 0) return;
   if (rows <= 0) {
     std::fill(grad_weight, grad_weight + cols, T(0));
@@ -104,11 +103,11 @@ void RmsNormBackward(const T* grad_y, const T* x, const T* weight, T* grad_x, T*
   }
 }
 
-#define OPBRIDGE_INSTANTIATE(T)                                                           \
-  template void RmsNormForward<T>(const T*, const T*, const T*, T*, int64_t, int64_t,     \
-                                  const RmsNormAttrs&, const ParallelFor&);               \
-  template void RmsNormBackward<T>(const T*, const T*, const T*, T*, T*, T*, int64_t,     \
-                                   int64_t, const RmsNormAttrs&, const ParallelFor&);
+#define OPBRIDGE_INSTANTIATE(T)                                                                            \
+  template void RmsNormForward<T>(const T*, const T*, const T*, T*, int64_t, int64_t, const RmsNormAttrs&, \
+                                  const ParallelFor&);                                                     \
+  template void RmsNormBackward<T>(const T*, const T*, const T*, T*, T*, T*, int64_t, int64_t,             \
+                                   const RmsNormAttrs&, const ParallelFor&);
 OPBRIDGE_INSTANTIATE(float)
 OPBRIDGE_INSTANTIATE(double)
 #undef OPBRIDGE_INSTANTIATE
@@ -121,8 +120,8 @@ Status LaunchRmsNorm(const KernelArgs& args) {
   return DispatchFloating(kRmsNormSpec, "x", args.input_infos[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     RmsNormForward<T>(static_cast<const T*>(args.inputs[0]), static_cast<const T*>(args.inputs[1]),
-                      static_cast<const T*>(args.inputs[2]), static_cast<T*>(args.outputs[0]), rows,
-                      cols, attrs, args.parallel_for);
+                      static_cast<const T*>(args.inputs[2]), static_cast<T*>(args.outputs[0]), rows, cols,
+                      attrs, args.parallel_for);
   });
 }
 

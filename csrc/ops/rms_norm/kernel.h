@@ -23,8 +23,7 @@ void RmsNormForward(const T* x, const T* weight, const T* bias, T* y, int64_t ro
 // needed); grad_weight and grad_bias hold cols elements. rstd is recomputed
 // from x rather than saved, trading one extra read of x for no stored state.
 template <typename T>
-void RmsNormBackward(const T* grad_y, const T* x, const T* weight, T* grad_x, T* grad_weight,
-                     T* grad_bias, int64_t rows, int64_t cols, const RmsNormAttrs& attrs,
-                     const ParallelFor& parallel_for);
+void RmsNormBackward(const T* grad_y, const T* x, const T* weight, T* grad_x, T* grad_weight, T* grad_bias,
+                     int64_t rows, int64_t cols, const RmsNormAttrs& attrs, const ParallelFor& parallel_for);
 
 }  // namespace opbridge

@@ -38,7 +38,8 @@ void CheckBackwardArgs(const at::Tensor& grad_y, const at::Tensor& x, const at::
   }
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> RmsNormBackwardCpu(const at::Tensor& grad_y, const at::Tensor& x,
+std::tuple<at::Tensor, at::Tensor, at::Tensor> RmsNormBackwardCpu(const at::Tensor& grad_y,
+                                                                  const at::Tensor& x,
                                                                   const at::Tensor& weight, double eps,
                                                                   bool bias_grad) {
   CheckBackwardArgs(grad_y, x, weight);
@@ -60,7 +61,8 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> RmsNormBackwardCpu(const at::Tens
   return {grad_x, grad_weight, grad_bias};
 }
 
-std::tuple<at::Tensor, at::Tensor, at::Tensor> RmsNormBackwardMeta(const at::Tensor& grad_y, const at::Tensor& x,
+std::tuple<at::Tensor, at::Tensor, at::Tensor> RmsNormBackwardMeta(const at::Tensor& grad_y,
+                                                                   const at::Tensor& x,
                                                                    const at::Tensor& weight, double,
                                                                    bool bias_grad) {
   CheckBackwardArgs(grad_y, x, weight);
@@ -71,13 +73,13 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> RmsNormBackwardMeta(const at::Ten
 
 class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
  public:
-  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x, const at::Tensor& weight,
-                            const std::optional<at::Tensor>& bias, double eps) {
+  static at::Tensor forward(torch::autograd::AutogradContext* ctx, const at::Tensor& x,
+                            const at::Tensor& weight, const std::optional<at::Tensor>& bias, double eps) {
     at::AutoDispatchBelowADInplaceOrView guard;
     static auto op = c10::Dispatcher::singleton()
                          .findSchemaOrThrow("opbridge::rms_norm", "")
-                         .typed<at::Tensor(const at::Tensor&, const at::Tensor&, const std::optional<at::Tensor>&,
-                                           double)>();
+                         .typed<at::Tensor(const at::Tensor&, const at::Tensor&,
+                                           const std::optional<at::Tensor>&, double)>();
     ctx->save_for_backward({x, weight});
     ctx->saved_data["eps"] = eps;
     ctx->saved_data["has_bias"] = bias.has_value() && bias->defined();
@@ -98,8 +100,8 @@ class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
   }
 };
 
-at::Tensor RmsNormAutograd(const at::Tensor& x, const at::Tensor& weight, const std::optional<at::Tensor>& bias,
-                           double eps) {
+at::Tensor RmsNormAutograd(const at::Tensor& x, const at::Tensor& weight,
+                           const std::optional<at::Tensor>& bias, double eps) {
   return RmsNormFunction::apply(x, weight, bias, eps);
 }
 

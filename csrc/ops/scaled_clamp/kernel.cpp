@@ -29,8 +29,8 @@ void ScaledClampForward(const T* x, T* y, int64_t n, const ScaledClampAttrs& att
 }
 
 template <typename T>
-void ScaledClampBackward(const T* grad_y, const T* x, T* grad_x, int64_t n,
-                         const ScaledClampAttrs& attrs, const ParallelFor& parallel_for) {
+void ScaledClampBackward(const T* grad_y, const T* x, T* grad_x, int64_t n, const ScaledClampAttrs& attrs,
+                         const ParallelFor& parallel_for) {
   const T scale = static_cast<T>(attrs.scale);
   const T lo = static_cast<T>(attrs.min_val);
   const T hi = static_cast<T>(attrs.max_val);
@@ -47,8 +47,8 @@ Status LaunchScaledClamp(const KernelArgs& args) {
   const int64_t n = NumElements(args.input_infos[0].shape);
   return DispatchFloating(kScaledClampSpec, "x", args.input_infos[0].dtype, [&](auto tag) {
     using T = decltype(tag);
-    ScaledClampForward<T>(static_cast<const T*>(args.inputs[0]), static_cast<T*>(args.outputs[0]), n,
-                          attrs, args.parallel_for);
+    ScaledClampForward<T>(static_cast<const T*>(args.inputs[0]), static_cast<T*>(args.outputs[0]), n, attrs,
+                          args.parallel_for);
   });
 }
 
@@ -56,8 +56,8 @@ template void ScaledClampForward<float>(const float*, float*, int64_t, const Sca
                                         const ParallelFor&);
 template void ScaledClampForward<double>(const double*, double*, int64_t, const ScaledClampAttrs&,
                                          const ParallelFor&);
-template void ScaledClampBackward<float>(const float*, const float*, float*, int64_t,
-                                         const ScaledClampAttrs&, const ParallelFor&);
+template void ScaledClampBackward<float>(const float*, const float*, float*, int64_t, const ScaledClampAttrs&,
+                                         const ParallelFor&);
 template void ScaledClampBackward<double>(const double*, const double*, double*, int64_t,
                                           const ScaledClampAttrs&, const ParallelFor&);
 

@@ -21,7 +21,7 @@ void ScaledClampForward(const T* x, T* y, int64_t n, const ScaledClampAttrs& att
 // grad_x = grad_y * scale where min_val <= x * scale <= max_val, else 0
 // (torch.clamp's inclusive rule).
 template <typename T>
-void ScaledClampBackward(const T* grad_y, const T* x, T* grad_x, int64_t n,
-                         const ScaledClampAttrs& attrs, const ParallelFor& parallel_for);
+void ScaledClampBackward(const T* grad_y, const T* x, T* grad_x, int64_t n, const ScaledClampAttrs& attrs,
+                         const ParallelFor& parallel_for);
 
 }  // namespace opbridge

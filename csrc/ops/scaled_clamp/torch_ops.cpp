@@ -31,26 +31,27 @@ void CheckGrad(const at::Tensor& grad_y, const at::Tensor& x) {
   }
 }
 
-at::Tensor ScaledClampBackwardCpu(const at::Tensor& grad_y, const at::Tensor& x, double scale,
-                                  double min_val, double max_val) {
-  torch_adapter::ThrowIfError(CheckFloatingDtype(kScaledClampSpec, "x", torch_adapter::DtypeName(x.scalar_type())));
+at::Tensor ScaledClampBackwardCpu(const at::Tensor& grad_y, const at::Tensor& x, double scale, double min_val,
+                                  double max_val) {
+  torch_adapter::ThrowIfError(
+      CheckFloatingDtype(kScaledClampSpec, "x", torch_adapter::DtypeName(x.scalar_type())));
   CheckGrad(grad_y, x);
   const at::Tensor g = grad_y.contiguous();
   const at::Tensor xc = x.contiguous();
   at::Tensor grad_x = at::empty(xc.sizes(), xc.options());
   const ScaledClampAttrs attrs{scale, min_val, max_val};
-  torch_adapter::ThrowIfError(DispatchFloating(kScaledClampSpec, "x", torch_adapter::DtypeName(x.scalar_type()),
-                                               [&](auto tag) {
-                                                 using T = decltype(tag);
-                                                 ScaledClampBackward<T>(g.const_data_ptr<T>(), xc.const_data_ptr<T>(),
-                                                                        grad_x.mutable_data_ptr<T>(), xc.numel(), attrs,
-                                                                        torch_adapter::TorchParallelFor());
-                                               }));
+  torch_adapter::ThrowIfError(
+      DispatchFloating(kScaledClampSpec, "x", torch_adapter::DtypeName(x.scalar_type()), [&](auto tag) {
+        using T = decltype(tag);
+        ScaledClampBackward<T>(g.const_data_ptr<T>(), xc.const_data_ptr<T>(), grad_x.mutable_data_ptr<T>(),
+                               xc.numel(), attrs, torch_adapter::TorchParallelFor());
+      }));
   return grad_x;
 }
 
 at::Tensor ScaledClampBackwardMeta(const at::Tensor& grad_y, const at::Tensor& x, double, double, double) {
-  torch_adapter::ThrowIfError(CheckFloatingDtype(kScaledClampSpec, "x", torch_adapter::DtypeName(x.scalar_type())));
+  torch_adapter::ThrowIfError(
+      CheckFloatingDtype(kScaledClampSpec, "x", torch_adapter::DtypeName(x.scalar_type())));
   CheckGrad(grad_y, x);
   return at::empty_symint(x.sym_sizes(), x.options());
 }

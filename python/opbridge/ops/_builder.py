@@ -30,7 +30,7 @@ class Builder:
         raise NotImplementedError
 
     def float_dtype(self, value: Any) -> str | None:
-        """"float32" / "float64" / ... when known at export time, else None."""
+        """ "float32" / "float64" / ... when known at export time, else None."""
         raise NotImplementedError
 
 
@@ -89,7 +89,9 @@ class LegacyBuilder(Builder):
         torch_dtype = {"float32": torch.float32, "float64": torch.float64}.get(dtype or "")
         if torch_dtype is not None:
             return self.g.op("Constant", value_t=torch.tensor(value, dtype=torch_dtype))
-        return self.g.op("CastLike", self.g.op("Constant", value_t=torch.tensor(float(value))), like)
+        return self.g.op(
+            "CastLike", self.g.op("Constant", value_t=torch.tensor(float(value))), like
+        )
 
     def ints(self, values):
         import torch
@@ -101,6 +103,9 @@ class LegacyBuilder(Builder):
             scalar = value.type().scalarType()
         except Exception:
             return None
-        return {"Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16"}.get(
-            scalar
-        )
+        return {
+            "Float": "float32",
+            "Double": "float64",
+            "Half": "float16",
+            "BFloat16": "bfloat16",
+        }.get(scalar)

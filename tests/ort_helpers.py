@@ -1,0 +1,61 @@
+"""Running models in ONNX Runtime with the opbridge library."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import opbridge
+from onnx import TensorProto, helper
+
+LEVELS = {
+    "disable_all": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+    "enable_all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+}
+ONNX_DTYPES = {np.float32: TensorProto.FLOAT, np.float64: TensorProto.DOUBLE}
+
+
+def session(model, level="enable_all"):
+    options = ort.SessionOptions()
+    options.graph_optimization_level = LEVELS[level]
+    return opbridge.ort.InferenceSession(model, sess_options=options)
+
+
+def run(model, feeds: list[np.ndarray], level="enable_all") -> list[np.ndarray]:
+    sess = session(model, level)
+    names = [i.name for i in sess.get_inputs()]
+    return sess.run(None, dict(zip(names, feeds, strict=True)))
+
+
+def single_node_model(
+    op_type: str,
+    inputs: list[tuple[str, int, list]],
+    attrs: dict,
+    *,
+    output_type: int = TensorProto.FLOAT,
+    domain_version: int = 1,
+    node_inputs: list[str] | None = None,
+) -> onnx.ModelProto:
+    """A one-node model in the opbridge domain, built by hand."""
+    node = helper.make_node(
+        op_type,
+        node_inputs if node_inputs is not None else [name for name, _, _ in inputs],
+        ["y"],
+        domain="opbridge",
+        name="node0",
+        **attrs,
+    )
+    graph = helper.make_graph(
+        [node],
+        "single_node",
+        [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
+        [helper.make_tensor_value_info("y", output_type, None)],
+    )
+    return helper.make_model(
+        graph,
+        opset_imports=[
+            helper.make_opsetid("", 18),
+            helper.make_opsetid("opbridge", domain_version),
+        ],
+        ir_version=10,
+    )

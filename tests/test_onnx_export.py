@@ -1,0 +1,182 @@
+"""Export by both routes with both exporters, then run in ONNX Runtime."""
+
+from __future__ import annotations
+
+import io
+
+import numpy as np
+import onnx
+import opbridge
+import pytest
+import torch
+from op_cases import OPS
+from ort_helpers import LEVELS, run
+
+SPECS = opbridge.specs()
+
+
+class ScaledClampModel(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.act = opbridge.nn.ScaledClamp(1.5, min_val=-1.0, max_val=2.0)
+
+    def forward(self, x):
+        return self.act(x)
+
+
+class RmsNormModel(torch.nn.Module):
+    def __init__(self, bias: bool):
+        super().__init__()
+        self.norm = opbridge.nn.RMSNorm(16, eps=1e-5, bias=bias)
+        with torch.no_grad():
+            self.norm.weight.normal_(1.0, 0.1)
+            if bias:
+                self.norm.bias.normal_(0.0, 0.1)
+
+    def forward(self, x):
+        return self.norm(x)
+
+
+class BothOpsModel(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = opbridge.nn.RMSNorm(16, bias=True)
+        self.fc = torch.nn.Linear(16, 16)
+        self.act = opbridge.nn.ScaledClamp(2.0)
+        self.norm2 = opbridge.nn.RMSNorm(16)
+
+    def forward(self, x):
+        return self.norm2(self.act(self.fc(self.norm(x))))
+
+
+MODELS = {
+    "scaled_clamp": (
+        ScaledClampModel,
+        {"ScaledClamp": [{"scale": 1.5, "min_val": -1.0, "max_val": 2.0}]},
+    ),
+    "rms_norm": (lambda: RmsNormModel(bias=False), {"RmsNorm": [{"eps": 1e-5}]}),
+    "rms_norm_bias": (lambda: RmsNormModel(bias=True), {"RmsNorm": [{"eps": 1e-5}]}),
+    "both": (
+        BothOpsModel,
+        {
+            "RmsNorm": [{"eps": 1e-6}, {"eps": 1e-6}],
+            "ScaledClamp": [{"scale": 2.0, "min_val": 0.0, "max_val": 6.0}],
+        },
+    ),
+}
+# (exporter, opset): the standard route changes form at opset 23; the legacy
+# exporter goes up to opset 20 and before 18 ReduceMean takes axes as an attribute.
+CONFIGS = [("dynamo", 18), ("dynamo", 23), ("legacy", 17), ("legacy", 18)]
+CONFIG_IDS = [f"{e}-opset{o}" for e, o in CONFIGS]
+
+
+def _export(model, x, route, exporter, opset, dynamic=False):
+    kwargs = {}
+    if dynamic:
+        kwargs["dynamic_shapes"] = ({0: torch.export.Dim("batch", min=1, max=64)},)
+    return opbridge.onnx.export(
+        model, (x,), route=route, opset=opset, dynamo=exporter == "dynamo", **kwargs
+    )
+
+
+def _attrs(node):
+    return {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
+
+
+@pytest.mark.parametrize("model_name", list(MODELS))
+@pytest.mark.parametrize("route", ["custom", "standard"])
+@pytest.mark.parametrize(("exporter", "opset"), CONFIGS, ids=CONFIG_IDS)
+def test_export_route(model_name, route, exporter, opset):
+    factory, expected_nodes = MODELS[model_name]
+    torch.manual_seed(0)
+    model = factory().eval()
+    x = torch.randn(3, 5, 16) * 3
+    proto = _export(model, x, route, exporter, opset, dynamic=True)
+    onnx.checker.check_model(proto, full_check=True)
+
+    domains = {imp.domain: imp.version for imp in proto.opset_import}
+    assert domains.get("", domains.get("ai.onnx")) == opset
+    metadata = {p.key: p.value for p in proto.metadata_props}
+    assert metadata["opbridge.version"] == opbridge.__version__
+    assert metadata["opbridge.domain_version"] == str(opbridge.ONNX_DOMAIN_VERSION)
+    assert metadata["opbridge.route"] == route
+
+    custom_nodes = [n for n in proto.graph.node if n.domain == "opbridge"]
+    if route == "standard":
+        assert custom_nodes == []
+        assert "opbridge" not in domains
+        op_types = {n.op_type for n in proto.graph.node}
+        if "RmsNorm" in expected_nodes:
+            assert ("RMSNormalization" in op_types) == (opset >= 23)
+            if opset < 23:
+                assert {"Pow", "ReduceMean", "Add", "Sqrt", "Div", "Mul"} <= op_types
+        if "ScaledClamp" in expected_nodes:
+            assert "Clip" in op_types
+    else:
+        assert domains["opbridge"] == opbridge.ONNX_DOMAIN_VERSION
+        by_type = {}
+        for node in custom_nodes:
+            by_type.setdefault(node.op_type, []).append(_attrs(node))
+        assert sorted(by_type) == sorted(expected_nodes)
+        for op_type, attr_list in expected_nodes.items():
+            spec = next(s for s in SPECS.values() if s["onnx_type"] == op_type)
+            names = sorted(a["name"] for a in spec["attrs"])
+            assert len(by_type[op_type]) == len(attr_list)
+            for got, want in zip(by_type[op_type], attr_list, strict=True):
+                assert sorted(got) == names
+                for key, value in want.items():
+                    assert got[key] == pytest.approx(value, rel=1e-7), (op_type, key)
+
+    with torch.no_grad():
+        for batch in (3, 1, 7):
+            xb = torch.randn(batch, 5, 16) * 3
+            expected = model(xb).numpy()
+            for level in LEVELS:
+                (got,) = run(proto, [xb.numpy()], level)
+                np.testing.assert_allclose(
+                    got, expected, rtol=1e-5, atol=1e-5, err_msg=f"{level} batch {batch}"
+                )
+
+
+def test_translation_table_with_plain_torch_onnx_export():
+    model = BothOpsModel().eval()
+    x = torch.randn(2, 16)
+    program = torch.onnx.export(
+        model, (x,), dynamo=True, custom_translation_table=opbridge.onnx.translation_table("custom")
+    )
+    types = [
+        (n.domain, n.op_type) for n in program.model_proto.graph.node if n.domain == "opbridge"
+    ]
+    assert types == [("opbridge", "RmsNorm"), ("opbridge", "ScaledClamp"), ("opbridge", "RmsNorm")]
+    (got,) = run(program.model_proto, [x.numpy()])
+    np.testing.assert_allclose(got, model(x).detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_legacy_symbolics_with_plain_torch_onnx_export():
+    model = BothOpsModel().eval()
+    x = torch.randn(2, 16)
+    opbridge.onnx.register_legacy_symbolics("standard", opset=17)
+    buffer = io.BytesIO()
+    torch.onnx.export(model, (x,), buffer, dynamo=False, opset_version=17)
+    proto = onnx.load_from_string(buffer.getvalue())
+    assert not [n for n in proto.graph.node if n.domain == "opbridge"]
+    (got,) = run(proto, [x.numpy()])
+    np.testing.assert_allclose(got, model(x).detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_export_writes_file_and_rejects_unknown_route(tmp_path):
+    model = ScaledClampModel().eval()
+    path = tmp_path / "m.onnx"
+    opbridge.onnx.export(model, (torch.randn(2, 3),), path, route="standard")
+    assert onnx.load(path).metadata_props
+    with pytest.raises(ValueError, match="route must be one of"):
+        opbridge.onnx.export(model, (torch.randn(2, 3),), route="fastest")
+
+
+def test_custom_route_float64_runs():
+    model = RmsNormModel(bias=True).double().eval()
+    x = torch.randn(4, 16, dtype=torch.float64)
+    proto = opbridge.onnx.export(model, (x,), route="custom")
+    (got,) = run(proto, [x.numpy()])
+    ref = OPS["rms_norm"].reference(x, model.norm.weight, model.norm.bias, 1e-5).detach().numpy()
+    np.testing.assert_allclose(got, ref, rtol=1e-7, atol=1e-7)

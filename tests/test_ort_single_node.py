@@ -1,0 +1,211 @@
+"""The ONNX Runtime kernels, on hand-made single-node models."""
+
+from __future__ import annotations
+
+import numpy as np
+import opbridge
+import pytest
+import torch
+from onnx import TensorProto
+from op_cases import OPS, tolerances
+from ort_helpers import LEVELS, ONNX_DTYPES, run, session, single_node_model
+
+SPECS = opbridge.specs()
+
+
+def _node_for(name, sample, dtype):
+    """Builds the single-node model of a sample and its numpy feeds."""
+    spec = SPECS[name]
+    n_inputs = len(spec["inputs"])
+    values = list(sample.args) + [None] * (n_inputs + len(spec["attrs"]) - len(sample.args))
+    for key, value in sample.kwargs.items():
+        names = [p["name"] for p in spec["inputs"]] + [a["name"] for a in spec["attrs"]]
+        values[names.index(key)] = value
+    feeds, inputs, node_inputs = [], [], []
+    for param, value in zip(spec["inputs"], values[:n_inputs], strict=True):
+        if value is None:
+            node_inputs.append("")
+            continue
+        array = value.detach().contiguous().numpy()
+        feeds.append(array)
+        inputs.append((param["name"], ONNX_DTYPES[dtype], list(array.shape)))
+        node_inputs.append(param["name"])
+    attrs = {}
+    for attr, value in zip(spec["attrs"], values[n_inputs:], strict=True):
+        attrs[attr["name"]] = float(attr["default"] if value is None else value)
+    model = single_node_model(
+        spec["onnx_type"], inputs, attrs, output_type=ONNX_DTYPES[dtype], node_inputs=node_inputs
+    )
+    return model, feeds
+
+
+@pytest.mark.parametrize("name", list(OPS))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64], ids=["float32", "float64"])
+@pytest.mark.parametrize("level", list(LEVELS))
+def test_single_node_matches_reference(name, dtype, level):
+    case = OPS[name]
+    torch_dtype = torch.float32 if dtype == np.float32 else torch.float64
+    for sample in case.samples(torch_dtype):
+        model, feeds = _node_for(name, sample, dtype)
+        (got,) = run(model, feeds, level)
+        expected = case.reference(*sample.args, **sample.kwargs).detach().numpy()
+        assert got.dtype == dtype and got.shape == expected.shape, sample.label
+        tol = tolerances(torch_dtype)
+        # ONNX stores float attributes in float32; a float64 run sees eps and
+        # the clamp bounds rounded to float32.
+        if dtype == np.float64:
+            tol = {"atol": 1e-7, "rtol": 1e-7}
+        np.testing.assert_allclose(got, expected, err_msg=sample.label, **tol)
+
+
+def test_absent_optional_input_as_empty_name():
+    x = np.random.randn(3, 8).astype(np.float32)
+    w = np.random.randn(8).astype(np.float32)
+    model = single_node_model(
+        "RmsNorm",
+        [("x", TensorProto.FLOAT, [3, 8]), ("w", TensorProto.FLOAT, [8])],
+        {"eps": 1e-6},
+        node_inputs=["x", "w", ""],
+    )
+    (got,) = run(model, [x, w])
+    expected = OPS["rms_norm"].reference(torch.from_numpy(x), torch.from_numpy(w)).numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_output_shape_is_inferred_with_symbolic_batch():
+    model = single_node_model(
+        "ScaledClamp",
+        [("x", TensorProto.FLOAT, ["batch", 8])],
+        {"scale": 1.0, "min_val": 0.0, "max_val": 1.0},
+    )
+    out = session(model).get_outputs()[0]
+    assert out.shape == ["batch", 8] and out.type == "tensor(float)"
+
+
+def _load_error(model) -> str:
+    with pytest.raises(Exception) as info:
+        session(model)
+    return str(info.value)
+
+
+def test_missing_attribute_is_a_clear_error():
+    message = _load_error(
+        single_node_model(
+            "ScaledClamp", [("x", TensorProto.FLOAT, [2, 3])], {"min_val": 0.0, "max_val": 6.0}
+        )
+    )
+    assert "opbridge::ScaledClamp" in message
+    assert "attribute 'scale' must be present with type FLOAT" in message
+    assert "node0" in message
+
+
+def test_mistyped_attribute_is_a_clear_error():
+    message = _load_error(
+        single_node_model(
+            "RmsNorm", [("x", TensorProto.FLOAT, [2, 3]), ("w", TensorProto.FLOAT, [3])], {"eps": 1}
+        )
+    )
+    assert (
+        "opbridge::RmsNorm" in message
+        and "attribute 'eps' must be present with type FLOAT" in message
+    )
+
+
+def test_wrong_number_of_inputs_is_a_clear_error():
+    message = _load_error(
+        single_node_model("RmsNorm", [("x", TensorProto.FLOAT, [2, 3])], {"eps": 1e-6})
+    )
+    assert "RmsNorm" in message and "input size 1 not in range [min=2, max=3]" in message
+    message = _load_error(
+        single_node_model(
+            "ScaledClamp",
+            [("x", TensorProto.FLOAT, [2, 3]), ("z", TensorProto.FLOAT, [2, 3])],
+            {"scale": 1.0, "min_val": 0.0, "max_val": 6.0},
+        )
+    )
+    assert "ScaledClamp" in message and "input size 2 not in range [min=1, max=1]" in message
+
+
+def test_integer_input_is_a_clear_error():
+    message = _load_error(
+        single_node_model(
+            "ScaledClamp",
+            [("x", TensorProto.INT32, [2, 3])],
+            {"scale": 1.0, "min_val": 0.0, "max_val": 6.0},
+            output_type=TensorProto.INT32,
+        )
+    )
+    expected = "argument 'x' must be float32 or float64, got int32"
+    assert f"scaled_clamp (ONNX opbridge::ScaledClamp): {expected}" in message
+
+
+def test_weight_of_wrong_length_is_a_clear_error():
+    # Known at load time: the session refuses the model.
+    message = _load_error(
+        single_node_model(
+            "RmsNorm",
+            [("x", TensorProto.FLOAT, [2, 8]), ("w", TensorProto.FLOAT, [7])],
+            {"eps": 1e-6},
+        )
+    )
+    assert "argument 'weight' must be 1-D with 8 elements" in message and "got shape [7]" in message
+    # Known only at run time: the run fails, the process lives on.
+    model = single_node_model(
+        "RmsNorm",
+        [("x", TensorProto.FLOAT, ["n", "d"]), ("w", TensorProto.FLOAT, ["k"])],
+        {"eps": 1e-6},
+    )
+    with pytest.raises(
+        Exception, match=r"argument 'weight' must be 1-D with 8 elements .*got shape \[7\]"
+    ):
+        run(model, [np.ones((2, 8), np.float32), np.ones(7, np.float32)])
+
+
+def test_zero_dim_input_is_a_clear_error():
+    model = single_node_model(
+        "RmsNorm", [("x", TensorProto.FLOAT, None), ("w", TensorProto.FLOAT, None)], {"eps": 1e-6}
+    )
+    with pytest.raises(Exception, match=r"argument 'x' must have at least 1 dimension"):
+        run(model, [np.array(1.0, np.float32), np.ones(1, np.float32)])
+
+
+def test_nan_follows_the_reference():
+    x = np.random.randn(3, 4).astype(np.float32)
+    x[0, 0], x[1, 1] = np.nan, np.inf
+    model = single_node_model(
+        "ScaledClamp",
+        [("x", TensorProto.FLOAT, [3, 4])],
+        {"scale": 2.0, "min_val": 0.0, "max_val": 6.0},
+    )
+    (got,) = run(model, [x])
+    expected = OPS["scaled_clamp"].reference(torch.from_numpy(x), 2.0).numpy()
+    np.testing.assert_array_equal(got, expected)
+    model = single_node_model(
+        "RmsNorm", [("x", TensorProto.FLOAT, [3, 4]), ("w", TensorProto.FLOAT, [4])], {"eps": 1e-6}
+    )
+    (got,) = run(model, [x, np.ones(4, np.float32)])
+    expected = OPS["rms_norm"].reference(torch.from_numpy(x), torch.ones(4)).numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5, equal_nan=True)
+    assert np.array_equal(np.isnan(got), np.isnan(expected))
+
+
+def test_unknown_op_type_names_the_domain():
+    message = _load_error(single_node_model("NoSuchOp", [("x", TensorProto.FLOAT, [2])], {}))
+    assert "opbridge:NoSuchOp" in message
+
+
+def test_library_path_is_absolute_and_exports_only_register():
+    import os
+    import subprocess
+
+    path = opbridge.ort.get_library_path()
+    assert os.path.isabs(path) and os.path.isfile(path)
+    symbols = subprocess.run(
+        ["nm", "-D", "--defined-only", path], capture_output=True, text=True, check=True
+    )
+    names = [line.split()[-1] for line in symbols.stdout.splitlines() if line.strip()]
+    assert names == ["RegisterCustomOps"]
+    needed = subprocess.run(
+        ["readelf", "-d", path], capture_output=True, text=True, check=True
+    ).stdout
+    assert "onnxruntime" not in needed
