@@ -24,6 +24,7 @@ APT_OPTS=(
   -o "Dir::State::Lists=$WORK/lists"
   -o "Dir::Cache=$WORK/cache"
   -o "Debug::NoLocking=1"
+  -o "APT::Sandbox::User=root"
 )
 apt-get "${APT_OPTS[@]}" -qq update
 (cd "$WORK" && apt-get "${APT_OPTS[@]}" -qq download "libonnxruntime-dev=$PKG_VERSION")

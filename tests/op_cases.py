@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-import opbridge
 import torch
+
+import opbridge
 
 
 @dataclass

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import onnx
 import onnxruntime as ort
-import opbridge
 from onnx import TensorProto, helper
+
+import opbridge
 
 LEVELS = {
     "disable_all": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,

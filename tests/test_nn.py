@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import opbridge
 import pytest
 import torch
+
+import opbridge
 
 
 @pytest.mark.parametrize("eps", [1e-6, 1e-5])

@@ -6,9 +6,11 @@ import io
 
 import numpy as np
 import onnx
-import opbridge
 import pytest
 import torch
+
+import opbridge
+
 from op_cases import OPS
 from ort_helpers import LEVELS, run
 

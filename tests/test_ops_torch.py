@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-import opbridge
 import pytest
 import torch
+
+import opbridge
+
 from op_cases import OPS, tolerances
 
 DTYPES = [torch.float32, torch.float64]

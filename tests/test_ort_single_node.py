@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import numpy as np
-import opbridge
 import pytest
 import torch
 from onnx import TensorProto
+
+import opbridge
+
 from op_cases import OPS, tolerances
 from ort_helpers import LEVELS, ONNX_DTYPES, run, session, single_node_model
 

@@ -26,6 +26,8 @@ def main(argv: list[str] | None = None) -> int:
     demo.add_argument("--out", type=Path, default=Path("out/demo"), help="where to write models")
     demo.add_argument("--runs", type=int, default=30, help="timed runs per path")
     demo.add_argument("--seed", type=int, default=0)
+    docs = commands.add_parser("docs", help="write the operator reference generated from the specs")
+    docs.add_argument("--out", type=Path, default=None, help="file to write (default: stdout)")
     args = parser.parse_args(argv)
 
     _quiet_exporters()
@@ -35,6 +37,15 @@ def main(argv: list[str] | None = None) -> int:
         lines = run_demo(args.out, runs=args.runs, seed=args.seed)
         print("\n".join(lines))
         return 0 if lines[-1].startswith("agreement: PASS") else 1
+    if args.command == "docs":
+        from opbridge.docs import render_operators
+
+        text = render_operators()
+        if args.out is None:
+            print(text)
+        else:
+            args.out.write_text(text + "\n")
+        return 0
     return 2
 
 

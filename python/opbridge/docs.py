@@ -1,0 +1,46 @@
+"""Operator documentation generated from the specs (never written by hand)."""
+
+from __future__ import annotations
+
+import inspect
+
+from opbridge._library import ONNX_DOMAIN, ONNX_DOMAIN_VERSION, specs
+from opbridge.ops import modules
+
+
+def _default(attr: dict) -> str:
+    if attr["default"] is None:
+        return "required"
+    return f"default `{attr['default']!r}`"
+
+
+def render_operators() -> str:
+    """Markdown for every operator: schema, ONNX node, standard decomposition."""
+    ops = modules()
+    lines = [
+        "# opbridge operators",
+        "",
+        "Generated from the C++ specs by `opbridge docs`; do not edit by hand.",
+        f"Custom-route nodes live in ONNX domain `{ONNX_DOMAIN}`, version {ONNX_DOMAIN_VERSION}.",
+        "",
+    ]
+    for name, spec in specs().items():
+        lines += [
+            f"## `{name}`",
+            "",
+            spec["doc"],
+            "",
+            f"- PyTorch: `torch.ops.opbridge.{spec['torch_schema']}`",
+            f"- backward: `torch.ops.opbridge.{spec['backward_schema']}`",
+            f"- ONNX node: `{ONNX_DOMAIN}::{spec['onnx_type']}`",
+            "",
+            "| ONNX input | optional |",
+            "|---|---|",
+        ]
+        lines += [f"| `{p['name']}` | {'yes' if p['optional'] else 'no'} |" for p in spec["inputs"]]
+        lines += ["", "| attribute | type | |", "|---|---|---|"]
+        lines += [f"| `{a['name']}` | {a['type']} | {_default(a)} |" for a in spec["attrs"]]
+        lines += ["", "Outputs: " + ", ".join(f"`{o}`" for o in spec["outputs"]), ""]
+        doc = inspect.getdoc(ops[name].standard) or ""
+        lines += ["Standard route: " + " ".join(doc.split()), ""]
+    return "\n".join(lines)
