@@ -3,6 +3,7 @@ by both routes, run in ONNX Runtime, compared with PyTorch and timed."""
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import time
 from collections.abc import Callable
@@ -142,3 +143,18 @@ def run_demo(out_dir: Path, runs: int = 30, seed: int = 0) -> list[str]:
     worst = max(r.max_abs_err for r in results)
     lines.append(f"agreement: {'PASS' if worst <= 1e-4 else 'FAIL'} (max abs err {worst:.2e})")
     return lines
+
+
+HELP = "export, run in ONNX Runtime, compare and time the built-in demo model"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, default=Path("out/demo"), help="where to write models")
+    parser.add_argument("--runs", type=int, default=30, help="timed runs per path")
+    parser.add_argument("--seed", type=int, default=0)
+
+
+def run(args: argparse.Namespace) -> int:
+    lines = run_demo(args.out, runs=args.runs, seed=args.seed)
+    print("\n".join(lines))
+    return 0 if lines[-1].startswith("agreement: PASS") else 1

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import inspect
+from pathlib import Path
 
 from opbridge._library import ONNX_DOMAIN, ONNX_DOMAIN_VERSION, specs
 from opbridge.ops import modules
@@ -44,3 +46,19 @@ def render_operators() -> str:
         doc = inspect.getdoc(ops[name].standard) or ""
         lines += ["Standard route: " + " ".join(doc.split()), ""]
     return "\n".join(lines)
+
+
+HELP = "write the operator reference generated from the specs"
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, default=None, help="file to write (default: stdout)")
+
+
+def run(args: argparse.Namespace) -> int:
+    text = render_operators()
+    if args.out is None:
+        print(text)
+    else:
+        args.out.write_text(text + "\n")
+    return 0
