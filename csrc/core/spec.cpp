@@ -15,6 +15,10 @@ const char* AttrTypeName(AttrType type) {
       return "int";
     case AttrType::kBool:
       return "bool";
+    case AttrType::kString:
+      return "str";
+    case AttrType::kFloats:
+      return "float[]";
   }
   return "?";
 }
@@ -36,6 +40,10 @@ std::string FormatDefault(const AttrSpec& attr) {
       return buffer;
     case AttrType::kBool:
       return attr.default_value != 0.0 ? "True" : "False";
+    case AttrType::kString:
+      return std::string("'") + (attr.default_text ? attr.default_text : "") + "'";
+    case AttrType::kFloats:
+      return "[]";
   }
   return "";
 }

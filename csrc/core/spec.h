@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/parallel.h"
@@ -18,13 +19,27 @@ inline constexpr int kOnnxDomainVersion = 1;
 // The PyTorch namespace: torch.ops.opbridge.<name>.
 inline constexpr const char* kTorchNamespace = "opbridge";
 
-enum class AttrType { kFloat, kInt, kBool };
+enum class AttrType { kFloat, kInt, kBool, kString, kFloats };
 
 struct AttrSpec {
   const char* name;
   AttrType type;
   bool has_default;
-  double default_value;  // Holds float, int and bool defaults alike.
+  double default_value;                // float, int and bool defaults
+  const char* default_text = nullptr;  // string defaults
+};
+
+// An attribute's value as a kernel receives it: `number` for float, int and
+// bool attributes, `text` for strings, `numbers` for float lists.
+struct AttrValue {
+  AttrValue() = default;
+  AttrValue(double value) : number(value) {}                             // NOLINT: implicit on purpose
+  AttrValue(std::string value) : text(std::move(value)) {}               // NOLINT
+  AttrValue(std::vector<double> values) : numbers(std::move(values)) {}  // NOLINT
+
+  double number = 0.0;
+  std::string text;
+  std::vector<double> numbers;
 };
 
 struct InputSpec {
@@ -53,7 +68,7 @@ struct KernelArgs {
   std::vector<TensorInfo> input_infos;
   std::vector<void*> outputs;
   std::vector<TensorInfo> output_infos;
-  std::vector<double> attrs;  // in spec order
+  std::vector<AttrValue> attrs;  // in spec order
   ParallelFor parallel_for;
 };
 using LaunchFn = Status (*)(const KernelArgs& args);

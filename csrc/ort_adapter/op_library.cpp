@@ -101,7 +101,7 @@ OrtStatus* Guarded(const OpSpec& spec, Fn&& fn) noexcept {
 struct SpecKernel {
   const OpSpec* spec;
   std::string node_name;
-  std::vector<double> attrs;  // read once, at kernel creation
+  std::vector<AttrValue> attrs;  // read once, at kernel creation
 };
 
 struct SpecOp : OrtCustomOp {
@@ -126,27 +126,51 @@ std::string NodeName(const OrtKernelInfo* info) {
 }
 
 OrtStatus* ReadAttribute(const OpSpec& spec, const std::string& node, const OrtKernelInfo* info,
-                         const AttrSpec& attr, double* value) {
+                         const AttrSpec& attr, AttrValue* value) {
   OrtStatus* status = nullptr;
+  const char* onnx_type = "INT";
   switch (attr.type) {
     case AttrType::kFloat: {
+      onnx_type = "FLOAT";
       float v = 0.0f;
       status = g_api->KernelInfoGetAttribute_float(info, attr.name, &v);
-      *value = v;
+      value->number = v;
       break;
     }
     case AttrType::kInt:
     case AttrType::kBool: {
       int64_t v = 0;
       status = g_api->KernelInfoGetAttribute_int64(info, attr.name, &v);
-      *value = static_cast<double>(v);
+      value->number = static_cast<double>(v);
+      break;
+    }
+    case AttrType::kString: {
+      onnx_type = "STRING";
+      size_t size = 0;
+      status = g_api->KernelInfoGetAttribute_string(info, attr.name, nullptr, &size);
+      if (status == nullptr) {
+        std::string text(size, '\0');
+        status = g_api->KernelInfoGetAttribute_string(info, attr.name, text.data(), &size);
+        if (!text.empty() && text.back() == '\0') text.pop_back();
+        value->text = text;
+      }
+      break;
+    }
+    case AttrType::kFloats: {
+      onnx_type = "FLOATS";
+      size_t size = 0;
+      status = g_api->KernelInfoGetAttributeArray_float(info, attr.name, nullptr, &size);
+      if (status == nullptr) {
+        std::vector<float> floats(size);
+        status = g_api->KernelInfoGetAttributeArray_float(info, attr.name, floats.data(), &size);
+        value->numbers.assign(floats.begin(), floats.end());
+      }
       break;
     }
   }
   if (status == nullptr) return nullptr;
   const std::string reason = g_api->GetErrorMessage(status);
   g_api->ReleaseStatus(status);
-  const char* onnx_type = attr.type == AttrType::kFloat ? "FLOAT" : "INT";
   return MakeStatus(NodePrefix(spec, node) + "attribute '" + attr.name + "' must be present with type " +
                     onnx_type + " (" + AttrTypeName(attr.type) + "); ONNX Runtime says: " + reason);
 }
@@ -207,9 +231,9 @@ OrtStatus* ORT_API_CALL CreateKernel(const OrtCustomOp* op, const OrtApi* /*api*
     Status checked = spec.infer(inputs, &outputs);
     if (!checked.ok()) return MakeStatus(checked.message() + NodeSuffix(state->node_name));
     for (const AttrSpec& attr : spec.attrs) {
-      double value = 0.0;
+      AttrValue value;
       if (OrtStatus* s = ReadAttribute(spec, state->node_name, info, attr, &value)) return s;
-      state->attrs.push_back(value);
+      state->attrs.push_back(std::move(value));
     }
     *kernel = state.release();
     return nullptr;

@@ -96,7 +96,7 @@ at::ScalarType ScalarTypeOf(const std::string& dtype) {
 }  // namespace
 
 std::vector<at::Tensor> RunForward(const OpSpec& spec, const std::vector<std::optional<at::Tensor>>& inputs,
-                                   const std::vector<double>& attrs) {
+                                   const std::vector<AttrValue>& attrs) {
   KernelArgs args;
   args.input_infos = InfosOf(inputs);
   args.output_infos = Infer(spec, args.input_infos);

@@ -29,7 +29,7 @@ void DefineOp(torch::Library& library, const OpSpec& spec);
 // CPU forward: checks with the spec's shape rule, makes inputs contiguous,
 // allocates the outputs and runs the spec's kernel.
 std::vector<at::Tensor> RunForward(const OpSpec& spec, const std::vector<std::optional<at::Tensor>>& inputs,
-                                   const std::vector<double>& attrs);
+                                   const std::vector<AttrValue>& attrs);
 
 // Meta / fake forward: same checks, outputs of the inferred shape (symbolic
 // sizes are kept where an output has an input's shape), nothing computed.

@@ -24,7 +24,11 @@ py::dict SpecToDict(const opbridge::OpSpec& spec) {
     py::dict entry;
     entry["name"] = attr.name;
     entry["type"] = opbridge::AttrTypeName(attr.type);
-    if (attr.has_default) {
+    if (attr.has_default && attr.type == opbridge::AttrType::kString) {
+      entry["default"] = attr.default_text ? attr.default_text : "";
+    } else if (attr.has_default && attr.type == opbridge::AttrType::kFloats) {
+      entry["default"] = py::list();
+    } else if (attr.has_default) {
       entry["default"] = attr.default_value;
     } else {
       entry["default"] = py::none();

@@ -65,23 +65,54 @@ def _attr_value(attr: dict, value: Any) -> Any:
         return int(value)
     if kind == "bool":
         return int(bool(value))
+    if kind == "str":
+        return str(value)
+    if kind == "float[]":
+        return [float(v) for v in value]
     raise TypeError(f"unsupported attribute type {kind}")
 
 
-_ONNX_ATTR_TYPES = {"float": "FLOAT", "int": "INT", "bool": "INT"}
+_ONNX_ATTR_TYPES = {
+    "float": "FLOAT",
+    "int": "INT",
+    "bool": "INT",
+    "str": "STRING",
+    "float[]": "FLOATS",
+}
+# The TorchScript exporter's names for parsing constants and for attribute suffixes.
+_LEGACY_PARSE = {"float": "f", "int": "i", "bool": "b", "str": "s", "float[]": "fs"}
+_LEGACY_SUFFIX = {"float": "f", "int": "i", "bool": "i", "str": "s", "float[]": "f"}
+
+
+_SCHEMA_TENSOR_TYPES = [
+    f"tensor({t})" for t in ("float", "double", "float16", "bfloat16", "uint8", "int64")
+]
 
 
 def onnx_schema(spec: dict):
-    """The ``onnx.defs.OpSchema`` of an op's custom-route node, from its spec."""
+    """The ``onnx.defs.OpSchema`` of an op's custom-route node, from its spec.
+
+    Each input and output has its own type variable: dtype rules are the
+    spec's shape rule's to check (at export through PyTorch, at load in ONNX
+    Runtime), with the message that names the argument.
+    """
     from onnx import defs, helper
 
     param = defs.OpSchema.FormalParameter
     option = defs.OpSchema.FormalParameterOption
     inputs = [
-        param(p["name"], "T", param_option=option.Optional if p["optional"] else option.Single)
+        param(
+            p["name"],
+            f"T_{p['name']}",
+            param_option=option.Optional if p["optional"] else option.Single,
+        )
         for p in spec["inputs"]
     ]
-    outputs = [param(name, "T") for name in spec["outputs"]]
+    outputs = [param(name, f"T_{name}") for name in spec["outputs"]]
+    type_constraints = [
+        (f"T_{name}", _SCHEMA_TENSOR_TYPES, "")
+        for name in [p["name"] for p in spec["inputs"]] + list(spec["outputs"])
+    ]
     attributes = []
     for attr in spec["attrs"]:
         if attr["default"] is None:
@@ -97,7 +128,7 @@ def onnx_schema(spec: dict):
         spec["doc"],
         inputs=inputs,
         outputs=outputs,
-        type_constraints=[("T", ["tensor(float)", "tensor(double)"], "float32 or float64")],
+        type_constraints=type_constraints,
         attributes=attributes,
     )
 
@@ -142,14 +173,13 @@ def _legacy_symbolic(spec: dict, route: str, opset: int) -> Callable:
     from torch.onnx import symbolic_helper
 
     standard = decomposition(spec["name"])
-    kinds = {"float": "f", "int": "i", "bool": "b"}
 
     def symbolic(g, *args):
         n_inputs = len(spec["inputs"])
         inputs = [None if symbolic_helper._is_none(v) else v for v in args[:n_inputs]]
         attrs = {}
         for attr, value in zip(spec["attrs"], args[n_inputs:], strict=True):
-            raw = symbolic_helper._maybe_get_const(value, kinds[attr["type"]])
+            raw = symbolic_helper._maybe_get_const(value, _LEGACY_PARSE[attr["type"]])
             attrs[attr["name"]] = _attr_value(attr, raw)
         if route == "standard":
             return standard(LegacyBuilder(g, opset), *inputs, **attrs)
@@ -161,19 +191,35 @@ def _legacy_symbolic(spec: dict, route: str, opset: int) -> Callable:
                 f"opbridge::{spec['name']}: the legacy exporter cannot leave out a "
                 "non-trailing optional input"
             )
-        suffixes = {"float": "f", "int": "i", "bool": "i"}
-        named = {f"{k}_{suffixes[a['type']]}": attrs[k] for a in spec["attrs"] for k in [a["name"]]}
-        output = g.op(f"{ONNX_DOMAIN}::{spec['onnx_type']}", *inputs, **named)
-        _set_legacy_output_type(spec, inputs, output)
-        return output
+        named = {
+            f"{a['name']}_{_LEGACY_SUFFIX[a['type']]}": attrs[a["name"]] for a in spec["attrs"]
+        }
+        outputs = g.op(
+            f"{ONNX_DOMAIN}::{spec['onnx_type']}", *inputs, outputs=len(spec["outputs"]), **named
+        )
+        _set_legacy_output_types(spec, inputs, outputs)
+        return outputs
 
     return symbolic
 
 
-_TS_DTYPES = {"Float": "float32", "Double": "float64", "Half": "float16", "BFloat16": "bfloat16"}
+_TS_DTYPES = {
+    "Float": "float32",
+    "Double": "float64",
+    "Half": "float16",
+    "BFloat16": "bfloat16",
+    "Byte": "uint8",
+}
+_TORCH_DTYPES = {
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+    "uint8": torch.uint8,
+}
 
 
-def _set_legacy_output_type(spec: dict, inputs: list, output) -> None:
+def _set_legacy_output_types(spec: dict, inputs: list, outputs) -> None:
     """Gives the TorchScript exporter the output dtype and shape from the
     spec's shape rule (it cannot infer them for a custom node)."""
     from opbridge._library import _C
@@ -190,11 +236,15 @@ def _set_legacy_output_type(spec: dict, inputs: list, output) -> None:
         if dtype is None or sizes is None:
             return  # not known here; ONNX Runtime infers it at load time
         infos.append((True, dtype, [-1 if d is None else d for d in sizes]))
-    (dtype, shape), *_ = _C.infer(spec["name"], infos)
-    torch_dtype = {"float32": torch.float32, "float64": torch.float64}[dtype]
-    output.setType(
-        inputs[0].type().with_dtype(torch_dtype).with_sizes([None if d < 0 else d for d in shape])
-    )
+    inferred = _C.infer(spec["name"], infos)
+    outputs = outputs if isinstance(outputs, tuple | list) else (outputs,)
+    for output, (dtype, shape) in zip(outputs, inferred, strict=True):
+        output.setType(
+            inputs[0]
+            .type()
+            .with_dtype(_TORCH_DTYPES[dtype])
+            .with_sizes([None if d < 0 else d for d in shape])
+        )
 
 
 def register_legacy_symbolics(route: str = "custom", *, opset: int | None = None) -> None:

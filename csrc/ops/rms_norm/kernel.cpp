@@ -116,7 +116,7 @@ Status LaunchRmsNorm(const KernelArgs& args) {
   const Shape& x_shape = args.input_infos[0].shape;
   const int64_t cols = x_shape.back();
   const int64_t rows = cols == 0 ? 0 : NumElements(x_shape) / cols;
-  const RmsNormAttrs attrs{args.attrs[0]};
+  const RmsNormAttrs attrs{args.attrs[0].number};
   return DispatchFloating(kRmsNormSpec, "x", args.input_infos[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     RmsNormForward<T>(static_cast<const T*>(args.inputs[0]), static_cast<const T*>(args.inputs[1]),

@@ -43,7 +43,7 @@ void ScaledClampBackward(const T* grad_y, const T* x, T* grad_x, int64_t n, cons
 }
 
 Status LaunchScaledClamp(const KernelArgs& args) {
-  const ScaledClampAttrs attrs{args.attrs[0], args.attrs[1], args.attrs[2]};
+  const ScaledClampAttrs attrs{args.attrs[0].number, args.attrs[1].number, args.attrs[2].number};
   const int64_t n = NumElements(args.input_infos[0].shape);
   return DispatchFloating(kScaledClampSpec, "x", args.input_infos[0].dtype, [&](auto tag) {
     using T = decltype(tag);
