@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "core/checks.h"
+#include "core/runtime_checks.h"
 #include "core/spec.h"
 #include "core/version.h"
 
@@ -302,6 +303,10 @@ OrtStatus* ORT_API_CALL Compute(void* kernel_state, OrtKernelContext* context) n
     }
     args.attrs = kernel.attrs;
     args.parallel_for = MakeParallelFor(context);
+    if (RuntimeChecksEnabled()) {
+      status = ValidateKernelArgs(spec, args);
+      if (!status.ok()) return MakeStatus(status.message() + NodeSuffix(kernel.node_name));
+    }
     status = spec.forward(args);
     if (!status.ok()) return MakeStatus(status.message() + NodeSuffix(kernel.node_name));
     return nullptr;
@@ -346,8 +351,13 @@ OrtStatus* ORT_API_CALL InferOutputShape(const OrtCustomOp* op, OrtShapeInferCon
     }
     std::vector<TensorInfo> outputs;
     // ONNX Runtime drops a status returned from here (and leaks it); the
-    // same check at kernel creation reports the error instead.
-    if (!spec.infer(inputs, &outputs).ok()) return nullptr;
+    // same check at kernel creation reports the error instead. Until then,
+    // outputs are typed like the first input so that graph resolution gets
+    // that far instead of stopping at a vaguer type mismatch.
+    if (!spec.infer(inputs, &outputs).ok()) {
+      if (!inputs[0].present) return nullptr;
+      outputs.assign(spec.outputs.size(), inputs[0]);
+    }
     for (size_t k = 0; k < outputs.size(); ++k) {
       OrtTensorTypeAndShapeInfo* raw = nullptr;
       if (OrtStatus* s = g_api->CreateTensorTypeAndShapeInfo(&raw)) return s;

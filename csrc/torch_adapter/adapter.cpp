@@ -4,6 +4,7 @@
 #include <ATen/Parallel.h>
 
 #include "core/checks.h"
+#include "core/runtime_checks.h"
 
 namespace opbridge::torch_adapter {
 
@@ -120,6 +121,13 @@ std::vector<at::Tensor> RunForward(const OpSpec& spec, const std::vector<std::op
   }
   args.attrs = attrs;
   args.parallel_for = TorchParallelFor();
+  if (RuntimeChecksEnabled()) {
+    for (size_t i = 0; i < contiguous.size(); ++i) {
+      TORCH_CHECK(!contiguous[i].defined() || contiguous[i].is_contiguous(), spec.name, ": input ",
+                  spec.inputs[i].name, " reached the kernel non-contiguous (OPBRIDGE_CHECK)");
+    }
+    ThrowIfError(ValidateKernelArgs(spec, args));
+  }
   ThrowIfError(spec.forward(args));
   return outputs;
 }

@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "core/runtime_checks.h"
 #include "core/spec.h"
 #include "core/version.h"
 
@@ -52,6 +53,11 @@ py::dict SpecToDict(const opbridge::OpSpec& spec) {
 PYBIND11_MODULE(_C, m) {
   m.doc() = "opbridge native extension: registers torch.ops.opbridge.*";
   m.attr("__version__") = opbridge::kVersion;
+  // Build facts for `opbridge doctor`.
+  m.attr("BUILD_COMPILER") = "g++ " __VERSION__;
+  m.attr("BUILD_CXX11_ABI") = static_cast<bool>(_GLIBCXX_USE_CXX11_ABI);
+  m.attr("BUILD_TORCH_VERSION") = OPBRIDGE_TORCH_VERSION;
+  m.def("runtime_checks_enabled", &opbridge::RuntimeChecksEnabled);
   m.attr("ONNX_DOMAIN") = opbridge::kOnnxDomain;
   m.attr("ONNX_DOMAIN_VERSION") = opbridge::kOnnxDomainVersion;
   // The spec's shape rule, for the Python side (legacy export output types).

@@ -1,6 +1,8 @@
 #include "ops/scaled_clamp/kernel.h"
 
 #include <algorithm>
+#include <cmath>
+#include <limits>
 
 #include "core/checks.h"
 #include "ops/scaled_clamp/spec.h"
@@ -19,6 +21,11 @@ void ScaledClampForward(const T* x, T* y, int64_t n, const ScaledClampAttrs& att
   const T scale = static_cast<T>(attrs.scale);
   const T lo = static_cast<T>(attrs.min_val);
   const T hi = static_cast<T>(attrs.max_val);
+  if (std::isnan(lo) || std::isnan(hi)) {
+    // torch.clamp propagates a NaN bound to every element.
+    std::fill(y, y + n, std::numeric_limits<T>::quiet_NaN());
+    return;
+  }
   parallel_for(n, kElementGrain, [=](int64_t begin, int64_t end) {
     for (int64_t i = begin; i < end; ++i) {
       // std::max/std::min return their first argument for NaN, so NaN

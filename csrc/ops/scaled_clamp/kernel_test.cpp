@@ -293,3 +293,19 @@ TEST(ScaledClampLaunch, RejectsIntegerDtype) {
 
 }  // namespace
 }  // namespace opbridge
+
+namespace opbridge {
+namespace {
+
+TEST(ScaledClampForward, NanBoundPropagatesLikeTorchClamp) {
+  const std::vector<float> x = {-1.0f, 0.5f, 7.0f};
+  for (const ScaledClampAttrs attrs :
+       {ScaledClampAttrs{1.0, 0.0, std::nan("")}, ScaledClampAttrs{1.0, std::nan(""), 6.0}}) {
+    std::vector<float> y(x.size(), 0.0f);
+    ScaledClampForward<float>(x.data(), y.data(), static_cast<int64_t>(x.size()), attrs, SerialFor);
+    for (float v : y) EXPECT_TRUE(std::isnan(v));
+  }
+}
+
+}  // namespace
+}  // namespace opbridge
