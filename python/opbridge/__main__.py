@@ -10,6 +10,7 @@ import sys
 COMMANDS = {
     "demo": "opbridge.demo",
     "docs": "opbridge.docs",
+    "verify": "opbridge.verify_cli",
 }
 
 
