@@ -341,6 +341,19 @@ def test_layers_unavailable_without_exporter_metadata(demo, custom_proto):
     assert "Layer by layer: unavailable" in report.format()
 
 
+def test_layers_without_value_info(demo, custom_proto):
+    """Intermediate values get their types by shape inference, or from PyTorch
+    where inference cannot see through an opbridge node."""
+    model, args = demo
+    proto = _copy(custom_proto)
+    del proto.graph.value_info[:]
+
+    report = opbridge.verify(model, args, onnx_model=proto, levels=["disable_all"], draws=1)
+
+    assert report.passed, report.format()
+    assert [r.module for r in report.layers if r.status == PASS] == MODULES
+
+
 def test_legacy_exporter_degrades_layer_by_layer(demo):
     model, args = demo
     report = opbridge.verify(model, args, dynamo=False, levels=["disable_all"], draws=1)
