@@ -21,6 +21,18 @@ def test_demo_cli(tmp_path):
     out = result.stdout
     assert out.count("| ORT, custom route") == 2 and out.count("| ORT, standard route") == 2
     assert "agreement: PASS" in out
+    # opbridge.verify ran on both routes' models and found nothing.
+    verify_rows = [line for line in out.splitlines() if line.startswith("| verify, ")]
+    assert [row.split("|")[1].strip() for row in verify_rows] == [
+        "verify, custom route",
+        "verify, standard route",
+    ]
+    for row in verify_rows:
+        _, _, result, max_abs_err, modules, first_divergence, _ = row.split("|")
+        assert result.strip() == "PASS"
+        assert float(max_abs_err) <= 1e-5
+        assert int(modules) == 11
+        assert first_divergence.strip() == "-"
     custom = onnx.load(tmp_path / "demo_custom.onnx")
     standard = onnx.load(tmp_path / "demo_standard.onnx")
     assert sum(n.domain == "opbridge" for n in custom.graph.node) == 5

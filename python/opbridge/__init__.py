@@ -9,12 +9,14 @@ the library at :func:`opbridge.ort.get_library_path`.
 from opbridge import nn, onnx, ort
 from opbridge._library import ONNX_DOMAIN, ONNX_DOMAIN_VERSION, VERSION, specs
 from opbridge.ops import rms_norm, scaled_clamp
+from opbridge.verify import VerificationReport, verify
 
 __version__ = VERSION
 
 __all__ = [
     "ONNX_DOMAIN",
     "ONNX_DOMAIN_VERSION",
+    "VerificationReport",
     "__version__",
     "nn",
     "onnx",
@@ -22,4 +24,5 @@ __all__ = [
     "rms_norm",
     "scaled_clamp",
     "specs",
+    "verify",
 ]

@@ -11,6 +11,7 @@ COMMANDS = {
     "demo": "opbridge.demo",
     "docs": "opbridge.docs",
     "doctor": "opbridge.doctor",
+    "verify": "opbridge.verify_cli",
 }
 
 

@@ -1,0 +1,207 @@
+"""``opbridge verify``: PyTorch against ONNX Runtime, layer by layer, for a
+model from a factory (``path/to/file.py:function``) or the built-in demo."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import inspect
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+FACTORY_FORM = "'path/to/file.py:function' (a function returning (model, example_inputs)) or 'demo'"
+
+HELP = "prove a model computes the same numbers in PyTorch and ONNX Runtime, layer by layer"
+
+
+class FactoryError(ValueError):
+    """A model factory that cannot be loaded or called."""
+
+
+def load_factory(text: str) -> Callable[[], tuple]:
+    """The function named by ``path/to/file.py:function``, or the demo's for ``demo``."""
+    if text == "demo":
+        from opbridge.demo import build_demo
+
+        return build_demo
+    path_text, sep, name = text.rpartition(":")
+    if not sep or not path_text or not name:
+        raise FactoryError(f"model: expected {FACTORY_FORM}, got {text!r}")
+    path = Path(path_text)
+    if path.suffix != ".py":
+        raise FactoryError(
+            f"model: expected a Python file before ':' in {FACTORY_FORM}, got {path_text!r}"
+        )
+    if not path.is_file():
+        raise FactoryError(f"model: the file {path_text!r} (from {text!r}) does not exist")
+    if not name.isidentifier():
+        raise FactoryError(f"model: expected a function name after ':', got {name!r}")
+    module_name = f"opbridge_model_{path.stem}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    module = importlib.util.module_from_spec(spec)
+    # Registered before it runs, as an import would (dataclasses and pickling
+    # look their module up there); its folder comes first so that it can
+    # import its neighbours.
+    sys.modules[module_name] = module
+    sys.path.insert(0, str(path.resolve().parent))
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:
+        del sys.modules[module_name]
+        raise FactoryError(f"model: importing {path_text!r} failed: {error!r}") from error
+    finally:
+        sys.path.remove(str(path.resolve().parent))
+    factory = getattr(module, name, None)
+    if not callable(factory):
+        defined = sorted(
+            key
+            for key, value in vars(module).items()
+            if inspect.isfunction(value) and value.__module__ == module_name
+        )
+        raise FactoryError(
+            f"model: {path_text!r} has no function {name!r} (it defines {defined or 'none'})"
+        )
+    return factory
+
+
+def build_model(text: str):
+    """Calls the factory; returns ``(model, args)`` with ``args`` a tuple."""
+    import torch
+
+    factory = load_factory(text)
+    try:
+        inspect.signature(factory).bind()
+    except TypeError as error:
+        raise FactoryError(
+            f"model: {text!r} must be callable without arguments ({error})"
+        ) from error
+    except ValueError:
+        pass  # no signature to inspect (a builtin); calling it will tell
+    built = factory()
+    if not (isinstance(built, tuple | list) and len(built) == 2):
+        raise FactoryError(
+            f"model: {text!r} must return (model, example_inputs), got {type(built).__name__}"
+            + (f" of length {len(built)}" if isinstance(built, tuple | list) else "")
+        )
+    model, args = built
+    if not isinstance(model, torch.nn.Module):
+        raise FactoryError(
+            f"model: {text!r} returned {type(model).__name__} as the model; "
+            "expected a torch.nn.Module"
+        )
+    if isinstance(args, torch.Tensor):
+        args = (args,)
+    elif isinstance(args, list):
+        args = tuple(args)
+    if not isinstance(args, tuple):
+        raise FactoryError(
+            f"model: {text!r} returned {type(args).__name__} as example inputs; "
+            "expected a tensor or a tuple of them"
+        )
+    return model, args
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", help=f"the model: {FACTORY_FORM}")
+    parser.add_argument("--route", choices=["custom", "standard"], default="custom")
+    parser.add_argument(
+        "--onnx", type=Path, default=None, help="verify this ONNX file as is instead of exporting"
+    )
+    parser.add_argument("--rtol", type=float, default=1e-5)
+    parser.add_argument("--atol", type=float, default=1e-5)
+    parser.add_argument("--opset", type=int, default=None, help="ONNX opset for the export")
+    parser.add_argument(
+        "--legacy", action="store_true", help="export with the TorchScript exporter (dynamo=False)"
+    )
+    parser.add_argument(
+        "--static-batch", action="store_true", help="export without a dynamic batch dimension"
+    )
+    parser.add_argument(
+        "--batch-sizes",
+        type=_int_list,
+        default=None,
+        help="batch sizes to sweep, e.g. 1,4,64 (default: 1, the export batch and a large one)",
+    )
+    parser.add_argument(
+        "--draws", type=int, default=3, help="input sets at the export batch (example + random)"
+    )
+    parser.add_argument(
+        "--inputs",
+        type=Path,
+        action="append",
+        default=None,
+        help=".npz of inputs (keyed by ONNX input name, or arr_0, arr_1, ...) to use "
+        "instead of random draws; repeatable",
+    )
+    parser.add_argument(
+        "--levels", default=None, help="optimization levels, comma-separated (default: all)"
+    )
+    parser.add_argument("--no-layers", action="store_true", help="skip layer by layer")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--json",
+        nargs="?",
+        const="-",
+        default=None,
+        metavar="FILE",
+        help="write the whole report as JSON to FILE (or to stdout instead of the table)",
+    )
+    parser.add_argument("--plot", type=Path, default=None, help="write per-layer error as PNG")
+    parser.add_argument("--save-onnx", type=Path, default=None, help="write the verified model")
+
+
+def run(args: argparse.Namespace) -> int:
+    from opbridge.verify import verify
+
+    try:
+        model, example = build_model(args.model)
+    except FactoryError as error:
+        print(f"opbridge verify: error: {error}", file=sys.stderr)
+        return 2
+    try:
+        report = verify(
+            model,
+            example,
+            onnx_model=args.onnx,
+            route=args.route,
+            rtol=args.rtol,
+            atol=args.atol,
+            opset=args.opset,
+            dynamo=not args.legacy,
+            dynamic_batch=not args.static_batch,
+            batch_sizes=args.batch_sizes,
+            draws=args.draws,
+            inputs=args.inputs,
+            levels=args.levels.split(",") if args.levels else None,
+            layers=not args.no_layers,
+            seed=args.seed,
+        )
+    except (ValueError, TypeError, FileNotFoundError) as error:
+        print(f"opbridge verify: error: {error}", file=sys.stderr)
+        return 2
+    if args.save_onnx is not None:
+        import onnx
+
+        onnx.save(report.onnx_model, args.save_onnx)
+    if args.json == "-":
+        print(report.to_json())
+    else:
+        print(report.format())
+        if args.json is not None:
+            Path(args.json).write_text(report.to_json() + "\n")
+    if args.plot is not None:
+        report.plot(args.plot)
+    return 0 if report.passed else 1
