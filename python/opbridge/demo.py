@@ -141,6 +141,11 @@ def run_demo(out_dir: Path, runs: int = 30, seed: int = 0) -> list[str]:
         )
     lines += ["", "models: " + ", ".join(str(r.path) for r in results)]
     worst = max(r.max_abs_err for r in results)
+    from opbridge.models import demo_report  # the other built-in models
+
+    model_lines, models_worst = demo_report(out_dir, seed)
+    lines += model_lines
+    worst = max(worst, models_worst)
     lines.append(f"agreement: {'PASS' if worst <= 1e-4 else 'FAIL'} (max abs err {worst:.2e})")
     return lines
 
