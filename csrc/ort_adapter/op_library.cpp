@@ -227,15 +227,20 @@ OrtStatus* ORT_API_CALL CreateKernel(const OrtCustomOp* op, const OrtApi* /*api*
     // bad model fails to load with the spec's message. (ONNX Runtime ignores
     // the status of InferOutputShapeFn, so that is too early to report.)
     std::vector<TensorInfo> inputs = StaticInputInfos(info, input_count, spec.inputs.size());
+    // The C API shows an input of unknown rank as 0-D: such a graph is only
+    // checked at run time, on the real shapes.
+    bool rank_known = true;
+    for (const TensorInfo& input : inputs)
+      rank_known = rank_known && (!input.present || !input.shape.empty());
     std::vector<TensorInfo> outputs;
     Status checked = spec.infer(inputs, &outputs);
-    if (!checked.ok()) return MakeStatus(checked.message() + NodeSuffix(state->node_name));
+    if (!checked.ok() && rank_known) return MakeStatus(checked.message() + NodeSuffix(state->node_name));
     for (const AttrSpec& attr : spec.attrs) {
       AttrValue value;
       if (OrtStatus* s = ReadAttribute(spec, state->node_name, info, attr, &value)) return s;
       state->attrs.push_back(std::move(value));
     }
-    if (spec.infer_attrs != nullptr) {
+    if (spec.infer_attrs != nullptr && rank_known) {
       checked = spec.infer_attrs(inputs, state->attrs, &outputs);
       if (!checked.ok()) return MakeStatus(checked.message() + NodeSuffix(state->node_name));
     }

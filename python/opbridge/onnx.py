@@ -239,11 +239,11 @@ def _set_legacy_output_types(spec: dict, inputs: list, outputs, attrs: list) -> 
     inferred = _C.infer(spec["name"], infos, attrs)
     outputs = outputs if isinstance(outputs, tuple | list) else (outputs,)
     for output, (dtype, shape) in zip(outputs, inferred, strict=True):
+        # Dtype and rank only: sizes seen while tracing are the example's, and
+        # static sizes here would let constant folding bake them into later
+        # Shape/Reshape nodes, breaking dynamic axes.
         output.setType(
-            inputs[0]
-            .type()
-            .with_dtype(_TORCH_DTYPES[dtype])
-            .with_sizes([None if d < 0 else d for d in shape])
+            inputs[0].type().with_dtype(_TORCH_DTYPES[dtype]).with_sizes([None] * len(shape))
         )
 
 

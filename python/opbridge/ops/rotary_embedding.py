@@ -32,7 +32,7 @@ def standard(b: Builder, x, cos, sin, *, interleaved: int):
     """Slice x into the rotated part and the rest; Mul/Sub/Add with cos and sin
     (Unsqueezed to broadcast over batch and heads); Concat. Interleaved pairs
     are reached by a Reshape to [..., rotary_dim / 2, 2]."""
-    half = b.op("Shape", cos, start=1, end=2)
+    half = b.op("Gather", b.op("Shape", cos), b.ints([1]), axis=0)
     rotary = b.op("Mul", half, b.ints([2]))
     last = b.ints([3])
     rotated = b.op("Slice", x, b.ints([0]), rotary, last)
