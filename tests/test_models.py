@@ -54,3 +54,16 @@ def test_demo_models_train_one_step():
         out.pow(2).mean().backward()
         grads = [p.grad for p in model.parameters()]
         assert all(g is not None and torch.isfinite(g).all() for g in grads)
+
+
+@pytest.mark.parametrize("route", ["custom", "standard"])
+def test_llama_block_with_dynamic_batch_and_sequence(route):
+    model, (x,) = DEMO_MODELS["llama_block"](seed=0)
+    dims = {0: torch.export.Dim("batch", min=1, max=64), 1: torch.export.Dim("seq", min=2, max=256)}
+    proto = opbridge.onnx.export(model, (x,), route=route, dynamic_shapes=(dims,))
+    for batch, seq in ((1, 5), (3, 77)):
+        xb = torch.randn(batch, seq, x.shape[-1])
+        with torch.no_grad():
+            expected = model(xb).numpy()
+        (got,) = run(proto, [xb.numpy()])
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)

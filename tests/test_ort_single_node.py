@@ -355,3 +355,17 @@ def test_add_rms_norm_both_outputs_are_inferred():
     )
     outs = session(model).get_outputs()
     assert [o.shape for o in outs] == [["n", 8], ["n", 8]]
+
+
+def test_inputs_of_unknown_rank_are_checked_at_run_time():
+    # The C API shows an unknown rank as 0-D; loading must not reject it.
+    model = single_node_model(
+        "RotaryEmbedding",
+        [("x", F, None), ("c", F, None), ("s", F, None)],
+        {"interleaved": 1},
+    )
+    x = np.random.randn(2, 3, 2, 4).astype(np.float32)
+    (got,) = run(model, [x, np.ones((3, 2), np.float32), np.zeros((3, 2), np.float32)])
+    np.testing.assert_array_equal(got, x)
+    with pytest.raises(Exception, match=r"argument 'x' must be 4-D"):
+        run(model, [x[0], np.ones((3, 2), np.float32), np.zeros((3, 2), np.float32)])

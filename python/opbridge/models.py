@@ -125,7 +125,12 @@ def demo_report(out_dir: Path, seed: int = 0) -> tuple[list[str], float]:
         for route in ("custom", "standard"):
             path = out_dir / f"{name}_{route}.onnx"
             proto = obonnx.export(
-                model, args, path, route=route, dynamic_shapes=({0: torch.export.Dim("batch")},)
+                model,
+                args,
+                path,
+                route=route,
+                dynamic_shapes=({0: torch.export.Dim("batch")},),
+                verbose=False,
             )
             session = obort.InferenceSession(str(path))
             got = session.run(None, {session.get_inputs()[0].name: args[0].numpy()})[0]
