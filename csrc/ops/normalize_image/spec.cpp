@@ -1,6 +1,7 @@
 #include "ops/normalize_image/spec.h"
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 
 #include "core/checks.h"
@@ -56,8 +57,10 @@ Status InferNormalizeImageAttrs(const std::vector<TensorInfo>& inputs, const std
   const std::vector<double>& std_values = attrs[1].numbers;
   for (size_t c = 0; c < std_values.size(); ++c) {
     if (std_values[c] == 0.0 || !std::isfinite(std_values[c])) {
+      char value[32];
+      std::snprintf(value, sizeof(value), "%g", std_values[c]);
       return ArgError(kNormalizeImageSpec, "std",
-                      "must be finite and non-zero for every channel, got " + std::to_string(std_values[c]) +
+                      "must be finite and non-zero for every channel, got " + std::string(value) +
                           " for channel " + std::to_string(c));
     }
   }
