@@ -13,7 +13,11 @@ LEVELS = {
     "disable_all": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
     "enable_all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
 }
-ONNX_DTYPES = {np.float32: TensorProto.FLOAT, np.float64: TensorProto.DOUBLE}
+ONNX_DTYPES = {
+    np.float32: TensorProto.FLOAT,
+    np.float64: TensorProto.DOUBLE,
+    np.uint8: TensorProto.UINT8,
+}
 
 
 def session(model, level="enable_all"):
@@ -36,12 +40,15 @@ def single_node_model(
     output_type: int = TensorProto.FLOAT,
     domain_version: int = 1,
     node_inputs: list[str] | None = None,
+    outputs: list[tuple[str, int]] | None = None,
 ) -> onnx.ModelProto:
-    """A one-node model in the opbridge domain, built by hand."""
+    """A one-node model in the opbridge domain, built by hand (one output "y"
+    of ``output_type`` unless ``outputs`` names them)."""
+    outputs = outputs or [("y", output_type)]
     node = helper.make_node(
         op_type,
         node_inputs if node_inputs is not None else [name for name, _, _ in inputs],
-        ["y"],
+        [name for name, _ in outputs],
         domain="opbridge",
         name="node0",
         **attrs,
@@ -50,7 +57,7 @@ def single_node_model(
         [node],
         "single_node",
         [helper.make_tensor_value_info(n, t, s) for n, t, s in inputs],
-        [helper.make_tensor_value_info("y", output_type, None)],
+        [helper.make_tensor_value_info(name, kind, None) for name, kind in outputs],
     )
     return helper.make_model(
         graph,

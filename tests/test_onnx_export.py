@@ -51,6 +51,62 @@ class BothOpsModel(torch.nn.Module):
         return self.norm2(self.act(self.fc(self.norm(x))))
 
 
+def _perturb(module, generator=None):
+    with torch.no_grad():
+        for name, param in module.named_parameters():
+            if name.endswith("weight") and param.dim() == 1:
+                param.normal_(1.0, 0.1)
+            elif name.endswith("bias"):
+                param.normal_(0.0, 0.3)
+
+
+class AddRmsNormModel(torch.nn.Module):
+    def __init__(self, bias: bool):
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 16)
+        self.norm = opbridge.nn.AddRMSNorm(16, eps=1e-5, bias=bias)
+        _perturb(self.norm)
+
+    def forward(self, x):
+        out, residual = self.norm(self.fc(x), x)
+        return out + 0.5 * residual
+
+
+class BiasGeluModel(torch.nn.Module):
+    def __init__(self, approximate: str):
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 16, bias=False)
+        self.act = opbridge.nn.BiasGELU(16, approximate=approximate)
+        _perturb(self.act)
+
+    def forward(self, x):
+        return self.act(self.fc(x))
+
+
+class RotaryModel(torch.nn.Module):
+    """[batch, 5, 16] seen as [batch, seq=5, heads=2, head_dim=8]."""
+
+    def __init__(self, interleaved: bool, rotary_dim: int | None = None):
+        super().__init__()
+        self.rope = opbridge.nn.RotaryEmbedding(
+            8, max_seq_len=16, interleaved=interleaved, rotary_dim=rotary_dim
+        )
+
+    def forward(self, x):
+        return self.rope(x.unflatten(-1, (2, 8))).flatten(2)
+
+
+class NormalizeImageModel(torch.nn.Module):
+    """[batch, 5, 16] seen as an NHWC image [batch, 5, 4, 4] on the 0..255 scale."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = opbridge.nn.NormalizeImage([0.1, 0.2, 0.3, 0.4], [0.5, 1.0, 2.0, 0.25])
+
+    def forward(self, x):
+        return self.norm(x.unflatten(-1, (4, 4)) * 40.0)
+
+
 MODELS = {
     "scaled_clamp": (
         ScaledClampModel,
@@ -63,6 +119,25 @@ MODELS = {
         {
             "RmsNorm": [{"eps": 1e-6}, {"eps": 1e-6}],
             "ScaledClamp": [{"scale": 2.0, "min_val": 0.0, "max_val": 6.0}],
+        },
+    ),
+    "add_rms_norm": (lambda: AddRmsNormModel(bias=False), {"AddRmsNorm": [{"eps": 1e-5}]}),
+    "add_rms_norm_bias": (lambda: AddRmsNormModel(bias=True), {"AddRmsNorm": [{"eps": 1e-5}]}),
+    "bias_gelu": (lambda: BiasGeluModel("none"), {"BiasGelu": [{"approximate": "none"}]}),
+    "bias_gelu_tanh": (lambda: BiasGeluModel("tanh"), {"BiasGelu": [{"approximate": "tanh"}]}),
+    "rotary": (lambda: RotaryModel(False), {"RotaryEmbedding": [{"interleaved": 0}]}),
+    "rotary_interleaved": (lambda: RotaryModel(True), {"RotaryEmbedding": [{"interleaved": 1}]}),
+    "rotary_partial": (lambda: RotaryModel(False, 4), {"RotaryEmbedding": [{"interleaved": 0}]}),
+    "normalize_image": (
+        NormalizeImageModel,
+        {
+            "NormalizeImage": [
+                {
+                    "mean": [0.1, 0.2, 0.3, 0.4],
+                    "std": [0.5, 1.0, 2.0, 0.25],
+                    "channels_last_in": 1,
+                }
+            ]
         },
     ),
 }
@@ -108,12 +183,21 @@ def test_export_route(model_name, route, exporter, opset):
         assert custom_nodes == []
         assert "opbridge" not in domains
         op_types = {n.op_type for n in proto.graph.node}
-        if "RmsNorm" in expected_nodes:
+        if "RmsNorm" in expected_nodes or "AddRmsNorm" in expected_nodes:
             assert ("RMSNormalization" in op_types) == (opset >= 23)
             if opset < 23:
                 assert {"Pow", "ReduceMean", "Add", "Sqrt", "Div", "Mul"} <= op_types
         if "ScaledClamp" in expected_nodes:
             assert "Clip" in op_types
+        if "BiasGelu" in expected_nodes:
+            # The legacy exporter stops at opset 20; its Gelu form is tested apart.
+            assert ("Gelu" in op_types) == (opset >= 20)
+            if opset < 20:
+                assert "Tanh" in op_types or "Erf" in op_types
+        if "RotaryEmbedding" in expected_nodes:
+            assert {"Slice", "Concat", "Mul", "Sub"} <= op_types
+        if "NormalizeImage" in expected_nodes:
+            assert {"Transpose", "Div", "Sub"} <= op_types
     else:
         assert domains["opbridge"] == opbridge.ONNX_DOMAIN_VERSION
         by_type = {}
@@ -127,7 +211,10 @@ def test_export_route(model_name, route, exporter, opset):
             for got, want in zip(by_type[op_type], attr_list, strict=True):
                 assert sorted(got) == names
                 for key, value in want.items():
-                    assert got[key] == pytest.approx(value, rel=1e-7), (op_type, key)
+                    if isinstance(value, str):
+                        assert got[key].decode() == value, (op_type, key)
+                    else:
+                        assert got[key] == pytest.approx(value, rel=1e-7), (op_type, key)
 
     with torch.no_grad():
         for batch in (3, 1, 7):
@@ -182,3 +269,95 @@ def test_custom_route_float64_runs():
     (got,) = run(proto, [x.numpy()])
     ref = OPS["rms_norm"].reference(x, model.norm.weight, model.norm.bias, 1e-5).detach().numpy()
     np.testing.assert_allclose(got, ref, rtol=1e-7, atol=1e-7)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_bias_gelu_standard_route_uses_gelu_at_opset_20_with_legacy_exporter(approximate):
+    model = BiasGeluModel(approximate).eval()
+    x = torch.randn(3, 5, 16) * 3
+    proto = _export(model, x, "standard", "legacy", 20)
+    onnx.checker.check_model(proto, full_check=True)
+    gelus = [n for n in proto.graph.node if n.op_type == "Gelu"]
+    assert len(gelus) == 1 and _attrs(gelus[0])["approximate"].decode() == approximate
+    with torch.no_grad():
+        (got,) = run(proto, [x.numpy()])
+        np.testing.assert_allclose(got, model(x).numpy(), rtol=1e-5, atol=1e-5)
+
+
+class TwoOutputs(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = opbridge.nn.AddRMSNorm(16, bias=True)
+        _perturb(self.norm)
+
+    def forward(self, x, residual):
+        return self.norm(x, residual)
+
+
+@pytest.mark.parametrize("route", ["custom", "standard"])
+@pytest.mark.parametrize("exporter", ["dynamo", "legacy"])
+def test_add_rms_norm_two_graph_outputs(route, exporter):
+    model = TwoOutputs().eval()
+    x, residual = torch.randn(3, 5, 16), torch.randn(3, 5, 16)
+    proto = opbridge.onnx.export(
+        model, (x, residual), route=route, opset=18, dynamo=exporter == "dynamo"
+    )
+    onnx.checker.check_model(proto, full_check=True)
+    assert len(proto.graph.output) == 2
+    custom = [n for n in proto.graph.node if n.domain == "opbridge"]
+    if route == "custom":
+        assert [n.op_type for n in custom] == ["AddRmsNorm"] and len(custom[0].output) == 2
+    else:
+        assert custom == []
+    with torch.no_grad():
+        expected = [t.numpy() for t in model(x, residual)]
+    for level in LEVELS:
+        got = run(proto, [x.numpy(), residual.numpy()], level)
+        for g, e in zip(got, expected, strict=True):
+            np.testing.assert_allclose(g, e, rtol=1e-5, atol=1e-5)
+
+
+class Uint8ImageModel(torch.nn.Module):
+    def __init__(self, channels_last_in: bool):
+        super().__init__()
+        self.norm = opbridge.nn.NormalizeImage(
+            (0.485, 0.456, 0.406), (0.229, 0.224, 0.225), channels_last_in=channels_last_in
+        )
+
+    def forward(self, image):
+        return self.norm(image)
+
+
+@pytest.mark.parametrize("channels_last_in", [True, False], ids=["nhwc", "nchw"])
+@pytest.mark.parametrize("route", ["custom", "standard"])
+@pytest.mark.parametrize(("exporter", "opset"), CONFIGS, ids=CONFIG_IDS)
+def test_normalize_image_uint8_export(channels_last_in, route, exporter, opset):
+    model = Uint8ImageModel(channels_last_in).eval()
+    shape = (2, 8, 6, 3) if channels_last_in else (2, 3, 8, 6)
+    image = torch.randint(0, 256, shape, dtype=torch.uint8)
+    proto = opbridge.onnx.export(
+        model,
+        (image,),
+        route=route,
+        opset=opset,
+        dynamo=exporter == "dynamo",
+        dynamic_shapes=({0: torch.export.Dim("batch", min=1, max=64)},),
+    )
+    onnx.checker.check_model(proto, full_check=True)
+    assert proto.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.UINT8
+    assert proto.graph.output[0].type.tensor_type.elem_type == onnx.TensorProto.FLOAT
+    op_types = [n.op_type for n in proto.graph.node]
+    if route == "custom":
+        (node,) = [n for n in proto.graph.node if n.domain == "opbridge"]
+        assert node.op_type == "NormalizeImage"
+        assert _attrs(node)["channels_last_in"] == int(channels_last_in)
+        assert _attrs(node)["std"] == pytest.approx([0.229, 0.224, 0.225])
+    else:
+        assert "Cast" in op_types and ("Transpose" in op_types) == channels_last_in
+    for batch in (1, 7):
+        batch_image = torch.randint(0, 256, (batch, *shape[1:]), dtype=torch.uint8)
+        expected = model(batch_image).numpy()
+        for level in LEVELS:
+            (got,) = run(proto, [batch_image.numpy()], level)
+            assert got.shape == expected.shape
+            np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)

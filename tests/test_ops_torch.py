@@ -7,7 +7,7 @@ import torch
 
 import opbridge
 
-from op_cases import OPS, tolerances
+from op_cases import OPS, as_tuple, tolerances
 
 DTYPES = [torch.float32, torch.float64]
 op_names = pytest.mark.parametrize("name", list(OPS))
@@ -27,11 +27,13 @@ def test_matches_reference(name, dtype):
     count = 0
     for sample in case.samples(dtype):
         args, kwargs = _detached(sample)
-        got = case.call(*args, **kwargs)
-        expected = case.reference(*args, **kwargs)
-        assert got.dtype == dtype and got.shape == expected.shape, sample.label
-        assert got.is_contiguous()
-        torch.testing.assert_close(got, expected, **tolerances(dtype), msg=sample.label)
+        outputs = as_tuple(case.call(*args, **kwargs))
+        expected_outputs = as_tuple(case.reference(*args, **kwargs))
+        assert len(outputs) == len(expected_outputs)
+        for got, expected in zip(outputs, expected_outputs, strict=True):
+            assert got.dtype == dtype and got.shape == expected.shape, sample.label
+            assert got.is_contiguous()
+            torch.testing.assert_close(got, expected, **tolerances(dtype), msg=sample.label)
         count += 1
     assert count >= 7
 
@@ -41,11 +43,12 @@ def test_gradients_match_reference(name):
     case = OPS[name]
     for sample in case.samples(torch.float64, requires_grad=True, large=False):
         tensors = [a for a in sample.args if isinstance(a, torch.Tensor) and a.requires_grad]
-        grad_out = torch.randn_like(case.reference(*sample.args, **sample.kwargs))
-        got = torch.autograd.grad(case.call(*sample.args, **sample.kwargs), tensors, grad_out)
-        expected = torch.autograd.grad(
-            case.reference(*sample.args, **sample.kwargs), tensors, grad_out
+        expected_outputs = as_tuple(case.reference(*sample.args, **sample.kwargs))
+        grad_out = [torch.randn_like(e) for e in expected_outputs]
+        got = torch.autograd.grad(
+            as_tuple(case.call(*sample.args, **sample.kwargs)), tensors, grad_out
         )
+        expected = torch.autograd.grad(expected_outputs, tensors, grad_out)
         for g, e in zip(got, expected, strict=True):
             torch.testing.assert_close(g, e, atol=1e-10, rtol=1e-9, msg=sample.label)
 
@@ -94,12 +97,14 @@ def test_torch_compile_fullgraph(name):
     compiled = torch.compile(case.call, fullgraph=True, dynamic=True)
     samples = list(case.samples(torch.float32, requires_grad=True, large=False))
     for sample in samples[1:4]:
-        got = compiled(*sample.args, **sample.kwargs)
-        expected = case.reference(*sample.args, **sample.kwargs)
+        got = as_tuple(compiled(*sample.args, **sample.kwargs))
+        expected = as_tuple(case.reference(*sample.args, **sample.kwargs))
         torch.testing.assert_close(got, expected, **tolerances(torch.float32))
         tensors = [a for a in sample.args if isinstance(a, torch.Tensor) and a.requires_grad]
-        g_got = torch.autograd.grad(got.sum(), tensors)
-        g_exp = torch.autograd.grad(expected.sum(), tensors)
+        if not tensors:
+            continue
+        g_got = torch.autograd.grad(sum(o.sum() for o in got), tensors)
+        g_exp = torch.autograd.grad(sum(o.sum() for o in expected), tensors)
         for a, b in zip(g_got, g_exp, strict=True):
             torch.testing.assert_close(a, b, atol=1e-4, rtol=1e-4)
 
@@ -122,15 +127,17 @@ def test_torch_export(name):
     scalars = [a for a in sample.args if not isinstance(a, torch.Tensor)]
     module = _Wrap(case.call, scalars)
     batch = torch.export.Dim("batch", min=1, max=64)
-    rest = (None,) * (len(tensors) - 1)
+    # Tensors shaped like x (e.g. add_rms_norm's residual) share its batch.
+    batched = [t.shape == tensors[0].shape for t in tensors]
+    rest = tuple({0: batch} if b else None for b in batched[1:])
     dynamic = ({0: batch}, rest) if rest else ({0: batch},)
     program = torch.export.export(module, tuple(tensors), dynamic_shapes=dynamic)
     targets = {str(n.target) for n in program.graph.nodes if n.op == "call_function"}
     assert f"opbridge.{name}.default" in targets
-    x7 = torch.randn(7, *tensors[0].shape[1:])
-    torch.testing.assert_close(
-        program.module()(x7, *tensors[1:]), case.reference(x7, *tensors[1:], *scalars)
-    )
+    inputs7 = [
+        torch.randn(7, *t.shape[1:]) if b else t for t, b in zip(tensors, batched, strict=True)
+    ]
+    torch.testing.assert_close(program.module()(*inputs7), case.reference(*inputs7, *scalars))
 
 
 # --------------------------------------------------------------- bad input
@@ -177,7 +184,7 @@ def test_errors_also_raise_under_fake_tensors():
         opbridge.rms_norm(torch.randn(2, 8), torch.ones(7))
 
 
-@op_names
+@pytest.mark.parametrize("name", ["scaled_clamp", "rms_norm"])
 def test_nan_and_inf_follow_the_reference(name):
     case = OPS[name]
     x = torch.randn(4, 8)
@@ -192,3 +199,149 @@ def test_empty_tensors():
     assert opbridge.scaled_clamp(torch.empty(0, 3), 1.0).shape == (0, 3)
     assert opbridge.rms_norm(torch.empty(0, 3), torch.ones(3)).shape == (0, 3)
     assert opbridge.rms_norm(torch.empty(2, 0), torch.ones(0)).shape == (2, 0)
+
+
+# ------------------------------------------------- bad input, newer operators
+
+BAD_INPUTS = [
+    (
+        "add_rms_norm residual shape",
+        lambda: opbridge.add_rms_norm(torch.randn(2, 8), torch.randn(2, 7), torch.ones(8)),
+        r"add_rms_norm.*argument 'residual' must have the shape of x \[2, 8\], got shape \[2, 7\]",
+    ),
+    (
+        "add_rms_norm weight length",
+        lambda: opbridge.add_rms_norm(torch.randn(2, 8), torch.randn(2, 8), torch.ones(4)),
+        r"add_rms_norm.*argument 'weight' must be 1-D with 8 elements .*got shape \[4\]",
+    ),
+    (
+        "add_rms_norm dtype",
+        lambda: opbridge.add_rms_norm(
+            torch.randn(2, 8), torch.randn(2, 8, dtype=torch.float64), torch.ones(8)
+        ),
+        r"argument 'residual' must have the dtype of x \(float32\), got float64",
+    ),
+    (
+        "bias_gelu approximate",
+        lambda: opbridge.bias_gelu(torch.randn(2, 8), torch.zeros(8), "fast"),
+        r"bias_gelu.*argument 'approximate' must be 'none' or 'tanh', got 'fast'",
+    ),
+    (
+        "bias_gelu bias length",
+        lambda: opbridge.bias_gelu(torch.randn(2, 8), torch.zeros(3)),
+        r"bias_gelu.*argument 'bias' must be 1-D with 8 elements .*got shape \[3\]",
+    ),
+    (
+        "bias_gelu integer",
+        lambda: opbridge.bias_gelu(torch.ones(2, 8, dtype=torch.int64), torch.ones(8)),
+        r"argument 'x' must be float32 or float64, got int64",
+    ),
+    (
+        "rotary rank",
+        lambda: opbridge.rotary_embedding(torch.randn(2, 5, 8), torch.ones(5, 4), torch.ones(5, 4)),
+        r"rotary_embedding.*argument 'x' must be 4-D \[batch, seq, heads, head_dim\], got 3-D",
+    ),
+    (
+        "rotary odd head_dim",
+        lambda: opbridge.rotary_embedding(
+            torch.randn(2, 5, 3, 7), torch.ones(5, 3), torch.ones(5, 3)
+        ),
+        r"argument 'x' must have an even head_dim \(last dimension\), got shape \[2, 5, 3, 7\]",
+    ),
+    (
+        "rotary seq",
+        lambda: opbridge.rotary_embedding(
+            torch.randn(2, 5, 3, 8), torch.ones(9, 4), torch.ones(9, 4)
+        ),
+        r"argument 'cos' must have seq = 5 rows \(dimension 1 of x \[2, 5, 3, 8\]\), "
+        r"got shape \[9, 4\]",
+    ),
+    (
+        "rotary too wide",
+        lambda: opbridge.rotary_embedding(
+            torch.randn(2, 5, 3, 8), torch.ones(5, 8), torch.ones(5, 8)
+        ),
+        r"argument 'cos' must have between 1 and head_dim / 2 = 4 columns",
+    ),
+    (
+        "rotary sin mismatch",
+        lambda: opbridge.rotary_embedding(
+            torch.randn(2, 5, 3, 8), torch.ones(5, 4), torch.ones(5, 2)
+        ),
+        r"argument 'sin' must have the shape of cos \[5, 4\], got shape \[5, 2\]",
+    ),
+    (
+        "normalize_image channels",
+        lambda: opbridge.normalize_image(
+            torch.zeros(1, 4, 4, 3, dtype=torch.uint8), [0.5, 0.5], [0.5, 0.5]
+        ),
+        r"normalize_image.*argument 'mean' must have one value per channel \(3, dimension 3 "
+        r"of image \[1, 4, 4, 3\] read as \[N, H, W, C\]\), got 2 values",
+    ),
+    (
+        "normalize_image std zero",
+        lambda: opbridge.normalize_image(
+            torch.zeros(1, 4, 4, 2, dtype=torch.uint8), [0.5, 0.5], [0.5, 0.0]
+        ),
+        r"argument 'std' must be finite and non-zero for every channel, got 0 for channel 1",
+    ),
+    (
+        "normalize_image rank",
+        lambda: opbridge.normalize_image(
+            torch.zeros(4, 4, 3, dtype=torch.uint8), [0.5] * 3, [1] * 3
+        ),
+        r"argument 'image' must be 4-D \[N, H, W, C\] or \[N, C, H, W\], got 3-D shape \[4, 4, 3\]",
+    ),
+    (
+        "normalize_image dtype",
+        lambda: opbridge.normalize_image(torch.zeros(1, 2, 2, 1, dtype=torch.int32), [0.5], [1.0]),
+        r"argument 'image' must be uint8, float32 or float64, got int32",
+    ),
+]
+
+
+@pytest.mark.parametrize(("label", "call", "message"), BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
+def test_bad_input_is_a_clear_error(label, call, message):
+    with pytest.raises(RuntimeError, match=message):
+        call()
+
+
+@pytest.mark.parametrize(("label", "call", "message"), BAD_INPUTS, ids=[b[0] for b in BAD_INPUTS])
+def test_bad_input_is_a_clear_error_under_fake_tensors(label, call, message):
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode(), pytest.raises(RuntimeError, match=message):
+        call()
+
+
+def test_add_rms_norm_gradient_through_residual_out_only():
+    x = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)
+    r = torch.randn(4, 6, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(6, dtype=torch.float64, requires_grad=True)
+    _, residual_out = opbridge.add_rms_norm(x, r, w)
+    gx, gr, gw = torch.autograd.grad(residual_out.sum(), [x, r, w], allow_unused=True)
+    torch.testing.assert_close(gx, torch.ones_like(x))
+    torch.testing.assert_close(gr, torch.ones_like(r))
+    torch.testing.assert_close(gw, torch.zeros_like(w))
+
+
+def test_rotary_embedding_preserves_pair_norms_and_is_identity_at_angle_zero():
+    x = torch.randn(2, 6, 3, 8)
+    angles = torch.rand(6, 4) * 6
+    y = opbridge.rotary_embedding(x, angles.cos(), angles.sin())
+    torch.testing.assert_close(
+        x[..., :4] ** 2 + x[..., 4:] ** 2, y[..., :4] ** 2 + y[..., 4:] ** 2, atol=1e-5, rtol=1e-5
+    )
+    torch.testing.assert_close(
+        opbridge.rotary_embedding(x, torch.ones(6, 4), torch.zeros(6, 4), True), x
+    )
+
+
+def test_normalize_image_float_input_means_0_to_255_scale():
+    pixels = torch.randint(0, 256, (2, 5, 4, 3), dtype=torch.uint8)
+    mean, std = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
+    from_uint8 = opbridge.normalize_image(pixels, mean, std)
+    from_float = opbridge.normalize_image(pixels.float(), mean, std)
+    assert from_uint8.dtype == torch.float32 and from_uint8.shape == (2, 3, 5, 4)
+    torch.testing.assert_close(from_uint8, from_float)
+    assert opbridge.normalize_image(pixels.double(), mean, std).dtype == torch.float64

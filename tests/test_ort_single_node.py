@@ -9,10 +9,23 @@ from onnx import TensorProto
 
 import opbridge
 
-from op_cases import OPS, tolerances
+from op_cases import OPS, as_tuple, tolerances
 from ort_helpers import LEVELS, ONNX_DTYPES, run, session, single_node_model
 
 SPECS = opbridge.specs()
+
+
+def _attr(attr: dict, value):
+    if value is None:
+        value = attr["default"]
+    kind = attr["type"]
+    if kind == "float[]":
+        return [float(v) for v in value]
+    if kind == "str":
+        return str(value)
+    if kind in ("int", "bool"):
+        return int(value)
+    return float(value)
 
 
 def _node_for(name, sample, dtype):
@@ -30,13 +43,18 @@ def _node_for(name, sample, dtype):
             continue
         array = value.detach().contiguous().numpy()
         feeds.append(array)
-        inputs.append((param["name"], ONNX_DTYPES[dtype], list(array.shape)))
+        inputs.append((param["name"], ONNX_DTYPES[array.dtype.type], list(array.shape)))
         node_inputs.append(param["name"])
-    attrs = {}
-    for attr, value in zip(spec["attrs"], values[n_inputs:], strict=True):
-        attrs[attr["name"]] = float(attr["default"] if value is None else value)
+    attrs = {
+        attr["name"]: _attr(attr, value)
+        for attr, value in zip(spec["attrs"], values[n_inputs:], strict=True)
+    }
     model = single_node_model(
-        spec["onnx_type"], inputs, attrs, output_type=ONNX_DTYPES[dtype], node_inputs=node_inputs
+        spec["onnx_type"],
+        inputs,
+        attrs,
+        node_inputs=node_inputs,
+        outputs=[(out, ONNX_DTYPES[dtype]) for out in spec["outputs"]],
     )
     return model, feeds
 
@@ -49,15 +67,18 @@ def test_single_node_matches_reference(name, dtype, level):
     torch_dtype = torch.float32 if dtype == np.float32 else torch.float64
     for sample in case.samples(torch_dtype):
         model, feeds = _node_for(name, sample, dtype)
-        (got,) = run(model, feeds, level)
-        expected = case.reference(*sample.args, **sample.kwargs).detach().numpy()
-        assert got.dtype == dtype and got.shape == expected.shape, sample.label
-        tol = tolerances(torch_dtype)
-        # ONNX stores float attributes in float32; a float64 run sees eps and
-        # the clamp bounds rounded to float32.
-        if dtype == np.float64:
-            tol = {"atol": 1e-7, "rtol": 1e-7}
-        np.testing.assert_allclose(got, expected, err_msg=sample.label, **tol)
+        outputs = run(model, feeds, level)
+        expected_outputs = as_tuple(case.reference(*sample.args, **sample.kwargs))
+        assert len(outputs) == len(expected_outputs), sample.label
+        for got, expected in zip(outputs, expected_outputs, strict=True):
+            expected = expected.detach().numpy()
+            assert got.dtype == dtype and got.shape == expected.shape, sample.label
+            tol = tolerances(torch_dtype)
+            # ONNX stores float attributes in float32; a float64 run sees eps,
+            # the clamp bounds, mean and std rounded to float32.
+            if dtype == np.float64:
+                tol = {"atol": 1e-7, "rtol": 1e-7}
+            np.testing.assert_allclose(got, expected, err_msg=sample.label, **tol)
 
 
 def test_absent_optional_input_as_empty_name():
@@ -211,3 +232,140 @@ def test_library_path_is_absolute_and_exports_only_register():
         ["readelf", "-d", path], capture_output=True, text=True, check=True
     ).stdout
     assert "onnxruntime" not in needed
+
+
+# ------------------------------------------------- newer operators, bad input
+
+F = TensorProto.FLOAT
+
+
+@pytest.mark.parametrize(
+    ("op_type", "inputs", "attrs", "message"),
+    [
+        (
+            "AddRmsNorm",
+            [("x", F, [2, 8]), ("r", F, [2, 7]), ("w", F, [8])],
+            {"eps": 1e-6},
+            r"argument 'residual' must have the shape of x \[2, 8\], got shape \[2, 7\]",
+        ),
+        (
+            "BiasGelu",
+            [("x", F, [2, 8]), ("b", F, [8])],
+            {"approximate": "fast"},
+            r"argument 'approximate' must be 'none' or 'tanh', got 'fast'",
+        ),
+        (
+            "BiasGelu",
+            [("x", F, [2, 8]), ("b", F, [8])],
+            {"approximate": 1},
+            r"attribute 'approximate' must be present with type STRING",
+        ),
+        (
+            "RotaryEmbedding",
+            [("x", F, [2, 5, 8]), ("c", F, [5, 4]), ("s", F, [5, 4])],
+            {"interleaved": 0},
+            r"argument 'x' must be 4-D \[batch, seq, heads, head_dim\]",
+        ),
+        (
+            "RotaryEmbedding",
+            [("x", F, [2, 5, 3, 7]), ("c", F, [5, 3]), ("s", F, [5, 3])],
+            {"interleaved": 0},
+            r"argument 'x' must have an even head_dim",
+        ),
+        (
+            "RotaryEmbedding",
+            [("x", F, [2, 5, 3, 8]), ("c", F, [4, 4]), ("s", F, [4, 4])],
+            {"interleaved": 0},
+            r"argument 'cos' must have seq = 5 rows",
+        ),
+        (
+            "RotaryEmbedding",
+            [("x", F, [2, 5, 3, 8]), ("c", F, [5, 4]), ("s", F, [5, 2])],
+            {"interleaved": 1},
+            r"argument 'sin' must have the shape of cos \[5, 4\], got shape \[5, 2\]",
+        ),
+        (
+            "NormalizeImage",
+            [("image", TensorProto.UINT8, [1, 4, 4, 3])],
+            {"mean": [0.5, 0.5], "std": [0.5, 0.5], "channels_last_in": 1},
+            r"argument 'mean' must have one value per channel \(3",
+        ),
+        (
+            "NormalizeImage",
+            [("image", TensorProto.UINT8, [1, 3, 4, 4])],
+            {"mean": [0.5] * 3, "std": [0.5, 0.0, 0.5], "channels_last_in": 0},
+            r"argument 'std' must be finite and non-zero",
+        ),
+        (
+            "NormalizeImage",
+            [("image", TensorProto.UINT8, [4, 4, 3])],
+            {"mean": [0.5] * 3, "std": [0.5] * 3, "channels_last_in": 1},
+            r"argument 'image' must be 4-D",
+        ),
+        (
+            "NormalizeImage",
+            [("image", TensorProto.UINT8, [1, 4, 4, 3])],
+            {"std": [0.5] * 3, "channels_last_in": 1},
+            r"attribute 'mean' must be present with type FLOATS",
+        ),
+    ],
+)
+def test_newer_ops_bad_model_fails_to_load_with_clear_error(op_type, inputs, attrs, message):
+    import re
+
+    spec = next(s for s in SPECS.values() if s["onnx_type"] == op_type)
+    outputs = [(name, TensorProto.FLOAT) for name in spec["outputs"]]
+    model = single_node_model(op_type, inputs, attrs, outputs=outputs)
+    text = _load_error(model)
+    assert f"opbridge::{op_type}" in text and "node0" in text, text
+    assert re.search(message, text), text
+
+
+def test_rotary_mismatch_known_only_at_run_time():
+    model = single_node_model(
+        "RotaryEmbedding",
+        [("x", F, ["b", "s", "h", "d"]), ("c", F, ["s2", "k"]), ("s", F, ["s3", "k2"])],
+        {"interleaved": 0},
+    )
+    x = np.ones((2, 5, 3, 8), np.float32)
+    with pytest.raises(Exception, match=r"argument 'cos' must have seq = 5 rows"):
+        run(model, [x, np.ones((6, 4), np.float32), np.ones((6, 4), np.float32)])
+    (got,) = run(model, [x, np.ones((5, 4), np.float32), np.zeros((5, 4), np.float32)])
+    np.testing.assert_array_equal(got, x)
+
+
+def test_normalize_image_output_shape_is_inferred():
+    model = single_node_model(
+        "NormalizeImage",
+        [("image", TensorProto.UINT8, ["batch", 8, 6, 3])],
+        {"mean": [0.5] * 3, "std": [0.25] * 3, "channels_last_in": 1},
+    )
+    out = session(model).get_outputs()[0]
+    # The batch dim is symbolic (a fresh name: the output does not copy an input's shape).
+    assert isinstance(out.shape[0], str) and out.shape[1:] == [3, 8, 6]
+    assert out.type == "tensor(float)"
+
+
+def test_add_rms_norm_both_outputs_are_inferred():
+    model = single_node_model(
+        "AddRmsNorm",
+        [("x", F, ["n", 8]), ("r", F, ["n", 8]), ("w", F, [8])],
+        {"eps": 1e-6},
+        outputs=[("out", F), ("residual_out", F)],
+    )
+    outs = session(model).get_outputs()
+    assert [o.shape for o in outs] == [["n", 8], ["n", 8]]
+
+
+def test_inputs_of_unknown_rank_are_checked_at_run_time():
+    # The C API shows an unknown rank as 0-D; loading must not reject it.
+    model = single_node_model(
+        "RotaryEmbedding",
+        [("x", F, None), ("c", F, None), ("s", F, None)],
+        {"interleaved": 1},
+    )
+    x = np.random.randn(2, 3, 2, 4).astype(np.float32)
+    (got,) = run(model, [x, np.ones((3, 2), np.float32), np.zeros((3, 2), np.float32)])
+    np.testing.assert_array_equal(got, x)
+    with pytest.raises(Exception, match=r"argument 'x' must be 4-D"):
+        run(model, [x[0], np.ones((3, 2), np.float32), np.zeros((3, 2), np.float32)])

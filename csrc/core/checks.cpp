@@ -43,12 +43,15 @@ Status CheckSameDtype(const OpSpec& spec, const char* argument, const std::strin
   return ArgError(spec, argument, "must have the dtype of x (" + expected + "), got " + given);
 }
 
+Status CheckInputCount(const OpSpec& spec, const std::vector<TensorInfo>& inputs) {
+  if (inputs.size() == spec.inputs.size()) return Status::Ok();
+  return Status::Error(std::string(kTorchNamespace) + "::" + spec.name + " (ONNX " + spec.QualifiedName() +
+                       "): expected " + std::to_string(spec.inputs.size()) + " inputs, got " +
+                       std::to_string(inputs.size()));
+}
+
 Status CheckFloatingInputs(const OpSpec& spec, const std::vector<TensorInfo>& inputs) {
-  if (inputs.size() != spec.inputs.size()) {
-    return Status::Error(std::string(kTorchNamespace) + "::" + spec.name + " (ONNX " + spec.QualifiedName() +
-                         "): expected " + std::to_string(spec.inputs.size()) + " inputs, got " +
-                         std::to_string(inputs.size()));
-  }
+  OPBRIDGE_RETURN_IF_ERROR(CheckInputCount(spec, inputs));
   OPBRIDGE_RETURN_IF_ERROR(CheckFloatingDtype(spec, spec.inputs[0].name, inputs[0].dtype));
   for (size_t i = 1; i < inputs.size(); ++i) {
     if (!inputs[i].present) continue;
@@ -61,6 +64,24 @@ int64_t NumElements(const Shape& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
   return n;
+}
+
+Status CheckSameShape(const OpSpec& spec, const char* argument, const Shape& shape, const Shape& expected,
+                      const char* expected_name) {
+  bool same = shape.size() == expected.size();
+  for (size_t i = 0; same && i < shape.size(); ++i) same = !DimsDiffer(shape[i], expected[i]);
+  if (same) return Status::Ok();
+  return ArgError(spec, argument,
+                  std::string("must have the shape of ") + expected_name + " " + FormatShape(expected) +
+                      ", got shape " + FormatShape(shape));
+}
+
+Status CheckRank(const OpSpec& spec, const char* argument, const Shape& shape, size_t rank,
+                 const std::string& layout) {
+  if (shape.size() == rank) return Status::Ok();
+  return ArgError(spec, argument,
+                  "must be " + std::to_string(rank) + "-D " + layout + ", got " +
+                      std::to_string(shape.size()) + "-D shape " + FormatShape(shape));
 }
 
 }  // namespace opbridge

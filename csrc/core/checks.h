@@ -34,6 +34,22 @@ Status CheckFloatingInputs(const OpSpec& spec, const std::vector<TensorInfo>& in
 
 int64_t NumElements(const Shape& shape);
 
+// `shape` must equal `expected` (the shape of argument `expected_name`);
+// unknown dims (-1) on either side match anything.
+Status CheckSameShape(const OpSpec& spec, const char* argument, const Shape& shape, const Shape& expected,
+                      const char* expected_name);
+
+// `shape` must have exactly `rank` dimensions; `layout` (e.g. "[batch, seq,
+// heads, head_dim]") is named in the message.
+Status CheckRank(const OpSpec& spec, const char* argument, const Shape& shape, size_t rank,
+                 const std::string& layout);
+
+// The input count the spec declares (a hand-made ONNX node may differ).
+Status CheckInputCount(const OpSpec& spec, const std::vector<TensorInfo>& inputs);
+
+// Both dims known and different.
+inline bool DimsDiffer(int64_t a, int64_t b) { return a >= 0 && b >= 0 && a != b; }
+
 // Calls body(T{}) for float32 / float64; an error for any other dtype.
 template <typename Body>
 Status DispatchFloating(const OpSpec& spec, const char* argument, const std::string& dtype, Body&& body) {

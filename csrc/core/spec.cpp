@@ -79,6 +79,12 @@ std::string OpSpec::TorchSchema() const {
   return schema;
 }
 
+Status InferWithAttrs(const OpSpec& spec, const std::vector<TensorInfo>& inputs,
+                      const std::vector<AttrValue>& attrs, std::vector<TensorInfo>* outputs) {
+  if (spec.infer_attrs != nullptr) return spec.infer_attrs(inputs, attrs, outputs);
+  return spec.infer(inputs, outputs);
+}
+
 std::string OpSpec::QualifiedName() const { return std::string(kOnnxDomain) + "::" + onnx_type; }
 
 namespace {

@@ -73,6 +73,11 @@ struct KernelArgs {
 };
 using LaunchFn = Status (*)(const KernelArgs& args);
 
+// A shape rule that also sees the attributes (in spec order), for an op whose
+// output shape depends on one or whose attributes need checking before a run.
+using InferAttrsFn = Status (*)(const std::vector<TensorInfo>& inputs, const std::vector<AttrValue>& attrs,
+                                std::vector<TensorInfo>* outputs);
+
 struct OpSpec {
   const char* name;       // snake_case: the PyTorch op name.
   const char* onnx_type;  // CamelCase: the ONNX node op type.
@@ -84,6 +89,9 @@ struct OpSpec {
   const char* backward_schema;
   InferFn infer;
   LaunchFn forward;
+  // Optional; when set, adapters that know the attributes use it instead of
+  // `infer` (which then covers only callers without attributes).
+  InferAttrsFn infer_attrs = nullptr;
 
   // "rms_norm(Tensor x, Tensor weight, Tensor? bias=None, float eps=1e-06) -> Tensor"
   std::string TorchSchema() const;
@@ -92,6 +100,11 @@ struct OpSpec {
 };
 
 const char* AttrTypeName(AttrType type);
+
+// spec.infer_attrs(inputs, attrs, outputs) when the op has one, else
+// spec.infer(inputs, outputs).
+Status InferWithAttrs(const OpSpec& spec, const std::vector<TensorInfo>& inputs,
+                      const std::vector<AttrValue>& attrs, std::vector<TensorInfo>* outputs);
 
 // Every registered operator's spec, sorted by name.
 std::vector<const OpSpec*> AllSpecs();

@@ -228,13 +228,22 @@ OrtStatus* ORT_API_CALL CreateKernel(const OrtCustomOp* op, const OrtApi* /*api*
     // bad model fails to load with the spec's message. (ONNX Runtime ignores
     // the status of InferOutputShapeFn, so that is too early to report.)
     std::vector<TensorInfo> inputs = StaticInputInfos(info, input_count, spec.inputs.size());
+    // The C API shows an input of unknown rank as 0-D: such a graph is only
+    // checked at run time, on the real shapes.
+    bool rank_known = true;
+    for (const TensorInfo& input : inputs)
+      rank_known = rank_known && (!input.present || !input.shape.empty());
     std::vector<TensorInfo> outputs;
     Status checked = spec.infer(inputs, &outputs);
-    if (!checked.ok()) return MakeStatus(checked.message() + NodeSuffix(state->node_name));
+    if (!checked.ok() && rank_known) return MakeStatus(checked.message() + NodeSuffix(state->node_name));
     for (const AttrSpec& attr : spec.attrs) {
       AttrValue value;
       if (OrtStatus* s = ReadAttribute(spec, state->node_name, info, attr, &value)) return s;
       state->attrs.push_back(std::move(value));
+    }
+    if (spec.infer_attrs != nullptr && rank_known) {
+      checked = spec.infer_attrs(inputs, state->attrs, &outputs);
+      if (!checked.ok()) return MakeStatus(checked.message() + NodeSuffix(state->node_name));
     }
     *kernel = state.release();
     return nullptr;
@@ -294,7 +303,7 @@ OrtStatus* ORT_API_CALL Compute(void* kernel_state, OrtKernelContext* context) n
       args.inputs.push_back(data);
       args.input_infos.push_back(std::move(info));
     }
-    Status status = spec.infer(args.input_infos, &args.output_infos);
+    Status status = InferWithAttrs(spec, args.input_infos, kernel.attrs, &args.output_infos);
     if (!status.ok()) return MakeStatus(status.message() + NodeSuffix(kernel.node_name));
     for (size_t k = 0; k < args.output_infos.size(); ++k) {
       const Shape& shape = args.output_infos[k].shape;
@@ -316,6 +325,61 @@ OrtStatus* ORT_API_CALL Compute(void* kernel_state, OrtKernelContext* context) n
 uint64_t NextSymbol() {
   static std::atomic<uint64_t> counter{0};
   return counter.fetch_add(1);
+}
+
+// The node's attributes at shape-inference time; false when one is missing
+// or mistyped (kernel creation then reports it).
+bool ReadShapeInferAttributes(const OpSpec& spec, OrtShapeInferContext* context,
+                              std::vector<AttrValue>* attrs) {
+  for (const AttrSpec& attr : spec.attrs) {
+    const OrtOpAttr* op_attr = nullptr;
+    if (OrtStatus* s = g_api->ShapeInferContext_GetAttribute(context, attr.name, &op_attr)) {
+      g_api->ReleaseStatus(s);
+      return false;
+    }
+    if (op_attr == nullptr) return false;
+    AttrValue value;
+    size_t size = 0;
+    OrtStatus* status = nullptr;
+    switch (attr.type) {
+      case AttrType::kFloat: {
+        float v = 0.0f;
+        status = g_api->ReadOpAttr(op_attr, ORT_OP_ATTR_FLOAT, &v, sizeof(v), &size);
+        value.number = v;
+        break;
+      }
+      case AttrType::kInt:
+      case AttrType::kBool: {
+        int64_t v = 0;
+        status = g_api->ReadOpAttr(op_attr, ORT_OP_ATTR_INT, &v, sizeof(v), &size);
+        value.number = static_cast<double>(v);
+        break;
+      }
+      case AttrType::kString:
+      case AttrType::kFloats: {
+        const OrtOpAttrType type = attr.type == AttrType::kString ? ORT_OP_ATTR_STRING : ORT_OP_ATTR_FLOATS;
+        // A first call with no room reports the size.
+        if (OrtStatus* s = g_api->ReadOpAttr(op_attr, type, nullptr, 0, &size)) g_api->ReleaseStatus(s);
+        std::vector<char> bytes(size);
+        status = g_api->ReadOpAttr(op_attr, type, bytes.data(), bytes.size(), &size);
+        if (status == nullptr && attr.type == AttrType::kString) {
+          value.text.assign(bytes.data(), size);
+          while (!value.text.empty() && value.text.back() == '\0') value.text.pop_back();
+        } else if (status == nullptr) {
+          std::vector<float> floats(size / sizeof(float));
+          if (!floats.empty()) std::memcpy(floats.data(), bytes.data(), floats.size() * sizeof(float));
+          value.numbers.assign(floats.begin(), floats.end());
+        }
+        break;
+      }
+    }
+    if (status != nullptr) {
+      g_api->ReleaseStatus(status);
+      return false;
+    }
+    attrs->push_back(std::move(value));
+  }
+  return true;
 }
 
 OrtStatus* ORT_API_CALL InferOutputShape(const OrtCustomOp* op, OrtShapeInferContext* context) noexcept {
@@ -351,12 +415,24 @@ OrtStatus* ORT_API_CALL InferOutputShape(const OrtCustomOp* op, OrtShapeInferCon
     }
     std::vector<TensorInfo> outputs;
     // ONNX Runtime drops a status returned from here (and leaks it); the
-    // same check at kernel creation reports the error instead. Until then,
-    // outputs are typed like the first input so that graph resolution gets
-    // that far instead of stopping at a vaguer type mismatch.
-    if (!spec.infer(inputs, &outputs).ok()) {
-      if (!inputs[0].present) return nullptr;
-      outputs.assign(spec.outputs.size(), inputs[0]);
+    // same check at kernel creation reports the error instead.
+    // With bad or unreadable attributes, the rule without them still gives
+    // the output dtypes; failing that, outputs are typed like the first
+    // input. Either way graph resolution gets as far as kernel creation,
+    // which reports the error, instead of stopping at a vaguer type mismatch.
+    std::vector<AttrValue> attrs;
+    const bool with_attrs = spec.infer_attrs != nullptr && ReadShapeInferAttributes(spec, context, &attrs) &&
+                            spec.infer_attrs(inputs, attrs, &outputs).ok();
+    if (!with_attrs) {
+      outputs.clear();
+      if (!spec.infer(inputs, &outputs).ok()) {
+        // An input shown as 0-D may be of unknown rank: then claim nothing.
+        for (const TensorInfo& input : inputs) {
+          if (input.present && input.shape.empty()) return nullptr;
+        }
+        if (!inputs[0].present) return nullptr;
+        outputs.assign(spec.outputs.size(), inputs[0]);
+      }
     }
     for (size_t k = 0; k < outputs.size(); ++k) {
       OrtTensorTypeAndShapeInfo* raw = nullptr;

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 namespace opbridge {
 namespace {
 
@@ -19,6 +21,35 @@ TEST(Spec, AllSpecsSortedAndQualified) {
   ASSERT_GE(specs.size(), 2u);
   for (size_t i = 1; i < specs.size(); ++i) EXPECT_LT(std::string(specs[i - 1]->name), specs[i]->name);
   EXPECT_EQ(FindSpec("rms_norm")->QualifiedName(), "opbridge::RmsNorm");
+}
+
+TEST(Spec, InferWithAttrsUsesTheAttributeRuleWhenAnOpHasOne) {
+  const OpSpec* image = FindSpec("normalize_image");
+  ASSERT_NE(image, nullptr);
+  ASSERT_NE(image->infer_attrs, nullptr);
+  const std::vector<TensorInfo> inputs = {TensorInfo{true, "uint8", {2, 8, 6, 3}}};
+  std::vector<TensorInfo> outputs;
+  const std::vector<AttrValue> attrs = {AttrValue(std::vector<double>{0.5, 0.5, 0.5}),
+                                        AttrValue(std::vector<double>{0.2, 0.2, 0.2}), AttrValue(1.0)};
+  ASSERT_TRUE(InferWithAttrs(*image, inputs, attrs, &outputs).ok());
+  EXPECT_EQ(outputs[0].shape, (Shape{2, 3, 8, 6}));
+  // An op without one falls back to its plain rule.
+  const OpSpec* rms = FindSpec("rms_norm");
+  ASSERT_EQ(rms->infer_attrs, nullptr);
+  const std::vector<TensorInfo> rms_inputs = {TensorInfo{true, "float32", {2, 4}},
+                                              TensorInfo{true, "float32", {4}}, TensorInfo{false, "", {}}};
+  ASSERT_TRUE(InferWithAttrs(*rms, rms_inputs, {AttrValue(1e-6)}, &outputs).ok());
+  EXPECT_EQ(outputs[0].shape, (Shape{2, 4}));
+}
+
+TEST(Spec, SchemasOfMultiOutputAndListAttributeOps) {
+  EXPECT_EQ(FindSpec("add_rms_norm")->TorchSchema(),
+            "add_rms_norm(Tensor x, Tensor residual, Tensor weight, Tensor? bias=None, float eps=1e-06) -> "
+            "(Tensor, Tensor)");
+  EXPECT_EQ(FindSpec("NormalizeImage")->TorchSchema(),
+            "normalize_image(Tensor image, float[] mean, float[] std, bool channels_last_in=True) -> Tensor");
+  EXPECT_EQ(FindSpec("bias_gelu")->TorchSchema(),
+            "bias_gelu(Tensor x, Tensor bias, str approximate='none') -> Tensor");
 }
 
 }  // namespace

@@ -79,9 +79,11 @@ std::vector<TensorInfo> InfosOf(const std::vector<std::optional<at::Tensor>>& in
   return infos;
 }
 
-std::vector<TensorInfo> Infer(const OpSpec& spec, const std::vector<TensorInfo>& infos) {
+std::vector<TensorInfo> Infer(const OpSpec& spec, const std::vector<TensorInfo>& infos,
+                              const std::vector<AttrValue>* attrs) {
   std::vector<TensorInfo> outputs;
-  ThrowIfError(spec.infer(infos, &outputs));
+  ThrowIfError(attrs != nullptr ? InferWithAttrs(spec, infos, *attrs, &outputs)
+                                : spec.infer(infos, &outputs));
   return outputs;
 }
 
@@ -100,7 +102,7 @@ std::vector<at::Tensor> RunForward(const OpSpec& spec, const std::vector<std::op
                                    const std::vector<AttrValue>& attrs) {
   KernelArgs args;
   args.input_infos = InfosOf(inputs);
-  args.output_infos = Infer(spec, args.input_infos);
+  args.output_infos = Infer(spec, args.input_infos, &attrs);
   std::vector<at::Tensor> contiguous;
   contiguous.reserve(inputs.size());
   for (const auto& input : inputs) {
@@ -132,10 +134,13 @@ std::vector<at::Tensor> RunForward(const OpSpec& spec, const std::vector<std::op
   return outputs;
 }
 
-std::vector<at::Tensor> MetaForward(const OpSpec& spec,
-                                    const std::vector<std::optional<at::Tensor>>& inputs) {
+namespace {
+
+std::vector<at::Tensor> MetaForwardImpl(const OpSpec& spec,
+                                        const std::vector<std::optional<at::Tensor>>& inputs,
+                                        const std::vector<AttrValue>* attrs) {
   const std::vector<TensorInfo> infos = InfosOf(inputs);
-  const std::vector<TensorInfo> output_infos = Infer(spec, infos);
+  const std::vector<TensorInfo> output_infos = Infer(spec, infos, attrs);
   std::vector<at::Tensor> outputs;
   for (const TensorInfo& out : output_infos) {
     const at::TensorOptions options = inputs[0]->options().dtype(ScalarTypeOf(out.dtype));
@@ -156,6 +161,18 @@ std::vector<at::Tensor> MetaForward(const OpSpec& spec,
     }
   }
   return outputs;
+}
+
+}  // namespace
+
+std::vector<at::Tensor> MetaForward(const OpSpec& spec,
+                                    const std::vector<std::optional<at::Tensor>>& inputs) {
+  return MetaForwardImpl(spec, inputs, nullptr);
+}
+
+std::vector<at::Tensor> MetaForward(const OpSpec& spec, const std::vector<std::optional<at::Tensor>>& inputs,
+                                    const std::vector<AttrValue>& attrs) {
+  return MetaForwardImpl(spec, inputs, &attrs);
 }
 
 }  // namespace opbridge::torch_adapter

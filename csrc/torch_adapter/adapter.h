@@ -34,6 +34,9 @@ std::vector<at::Tensor> RunForward(const OpSpec& spec, const std::vector<std::op
 // Meta / fake forward: same checks, outputs of the inferred shape (symbolic
 // sizes are kept where an output has an input's shape), nothing computed.
 std::vector<at::Tensor> MetaForward(const OpSpec& spec, const std::vector<std::optional<at::Tensor>>& inputs);
+// The same, checked with the attributes (for specs with infer_attrs).
+std::vector<at::Tensor> MetaForward(const OpSpec& spec, const std::vector<std::optional<at::Tensor>>& inputs,
+                                    const std::vector<AttrValue>& attrs);
 
 // The error format used across the adapters for backward-only arguments.
 [[noreturn]] void FailArgument(const OpSpec& spec, const char* argument, const std::string& detail);

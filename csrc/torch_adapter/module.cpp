@@ -4,6 +4,10 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <optional>
+#include <string>
+#include <vector>
+
 #include "core/runtime_checks.h"
 #include "core/spec.h"
 #include "core/version.h"
@@ -61,20 +65,40 @@ PYBIND11_MODULE(_C, m) {
   m.attr("ONNX_DOMAIN") = opbridge::kOnnxDomain;
   m.attr("ONNX_DOMAIN_VERSION") = opbridge::kOnnxDomainVersion;
   // The spec's shape rule, for the Python side (legacy export output types).
-  // inputs: [(present, dtype, shape with -1 for unknown dims)].
-  m.def("infer", [](const std::string& name,
-                    const std::vector<std::tuple<bool, std::string, std::vector<int64_t>>>& inputs) {
-    const opbridge::OpSpec* spec = opbridge::FindSpec(name);
-    if (spec == nullptr) throw py::value_error("opbridge: no operator named '" + name + "'");
-    std::vector<opbridge::TensorInfo> infos;
-    for (const auto& [present, dtype, shape] : inputs) infos.push_back({present, dtype, shape});
-    std::vector<opbridge::TensorInfo> outputs;
-    const opbridge::Status status = spec->infer(infos, &outputs);
-    if (!status.ok()) throw py::value_error(status.message());
-    std::vector<std::pair<std::string, std::vector<int64_t>>> result;
-    for (const auto& out : outputs) result.emplace_back(out.dtype, out.shape);
-    return result;
-  });
+  // inputs: [(present, dtype, shape with -1 for unknown dims)]; attrs (in
+  // spec order: numbers, strings, lists of numbers) when known.
+  m.def(
+      "infer",
+      [](const std::string& name,
+         const std::vector<std::tuple<bool, std::string, std::vector<int64_t>>>& inputs,
+         const std::optional<py::list>& attrs) {
+        const opbridge::OpSpec* spec = opbridge::FindSpec(name);
+        if (spec == nullptr) throw py::value_error("opbridge: no operator named '" + name + "'");
+        std::vector<opbridge::TensorInfo> infos;
+        for (const auto& [present, dtype, shape] : inputs) infos.push_back({present, dtype, shape});
+        std::vector<opbridge::TensorInfo> outputs;
+        opbridge::Status status;
+        if (attrs.has_value()) {
+          std::vector<opbridge::AttrValue> values;
+          for (const py::handle item : *attrs) {
+            if (py::isinstance<py::str>(item)) {
+              values.emplace_back(item.cast<std::string>());
+            } else if (py::isinstance<py::sequence>(item)) {
+              values.emplace_back(item.cast<std::vector<double>>());
+            } else {
+              values.emplace_back(item.cast<double>());
+            }
+          }
+          status = opbridge::InferWithAttrs(*spec, infos, values, &outputs);
+        } else {
+          status = spec->infer(infos, &outputs);
+        }
+        if (!status.ok()) throw py::value_error(status.message());
+        std::vector<std::pair<std::string, std::vector<int64_t>>> result;
+        for (const auto& out : outputs) result.emplace_back(out.dtype, out.shape);
+        return result;
+      },
+      py::arg("name"), py::arg("inputs"), py::arg("attrs") = py::none());
   m.def("specs", []() {
     py::list specs;
     for (const opbridge::OpSpec* spec : opbridge::AllSpecs()) specs.append(SpecToDict(*spec));

@@ -6,9 +6,17 @@ an explicit route ("standard" or "custom"), and runs in ONNX Runtime through
 the library at :func:`opbridge.ort.get_library_path`.
 """
 
-from opbridge import nn, onnx, ort
+from opbridge import nn, onnx, ort, patching
 from opbridge._library import ONNX_DOMAIN, ONNX_DOMAIN_VERSION, VERSION, specs
-from opbridge.ops import rms_norm, scaled_clamp
+from opbridge.ops import (
+    add_rms_norm,
+    bias_gelu,
+    normalize_image,
+    rms_norm,
+    rotary_embedding,
+    scaled_clamp,
+)
+from opbridge.patching import patch, unpatch
 from opbridge.verify import VerificationReport, verify
 
 __version__ = VERSION
@@ -18,11 +26,18 @@ __all__ = [
     "ONNX_DOMAIN_VERSION",
     "VerificationReport",
     "__version__",
+    "add_rms_norm",
+    "bias_gelu",
     "nn",
+    "normalize_image",
     "onnx",
     "ort",
+    "patch",
+    "patching",
     "rms_norm",
+    "rotary_embedding",
     "scaled_clamp",
     "specs",
+    "unpatch",
     "verify",
 ]

@@ -149,6 +149,11 @@ def run_demo(out_dir: Path, runs: int = 30, seed: int = 0) -> list[str]:
     lines += ["", "models: " + ", ".join(str(r.path) for r in results)]
     lines += ["", *verify_table(reports), ""]
     worst = max(r.max_abs_err for r in results)
+    from opbridge.models import demo_report  # the other built-in models
+
+    model_lines, models_worst = demo_report(out_dir, seed)
+    lines += model_lines
+    worst = max(worst, models_worst)
     verified = all(report.passed for report in reports.values())
     passed = worst <= 1e-4 and verified
     lines.append(

@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 from torch import nn
 
-from opbridge.ops import rms_norm, scaled_clamp
+from opbridge.ops import (
+    add_rms_norm,
+    bias_gelu,
+    normalize_image,
+    rms_norm,
+    rotary_embedding,
+    scaled_clamp,
+)
 
 
 class ScaledClamp(nn.Module):
@@ -55,3 +64,130 @@ class RMSNorm(nn.Module):
 
     def extra_repr(self) -> str:
         return f"{self.dim}, eps={self.eps}, bias={self.bias is not None}"
+
+
+class AddRMSNorm(nn.Module):
+    """The pre-norm residual step: ``forward(x, residual)`` returns
+    ``(rms_norm(x + residual), x + residual)`` in one pass.
+
+    Parameters as :class:`RMSNorm` (``weight``, optional ``bias``).
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        eps: float = 1e-6,
+        bias: bool = False,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ):
+        super().__init__()
+        factory = {"device": device, "dtype": dtype}
+        self.dim = int(dim)
+        self.eps = float(eps)
+        self.weight = nn.Parameter(torch.ones(self.dim, **factory))
+        if bias:
+            self.bias = nn.Parameter(torch.zeros(self.dim, **factory))
+        else:
+            self.register_parameter("bias", None)
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return add_rms_norm(x, residual, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return f"{self.dim}, eps={self.eps}, bias={self.bias is not None}"
+
+
+class BiasGELU(nn.Module):
+    """``gelu(x + bias)`` over the last dimension: ``torch.nn.GELU(approximate)``
+    with the bias of the layer before it folded in (``bias`` parameter, zeros
+    at start)."""
+
+    def __init__(
+        self,
+        dim: int,
+        approximate: str = "none",
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ):
+        super().__init__()
+        if approximate not in ("none", "tanh"):
+            raise ValueError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+        self.dim = int(dim)
+        self.approximate = approximate
+        self.bias = nn.Parameter(torch.zeros(self.dim, device=device, dtype=dtype))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return bias_gelu(x, self.bias, self.approximate)
+
+    def extra_repr(self) -> str:
+        return f"{self.dim}, approximate={self.approximate!r}"
+
+
+class RotaryEmbedding(nn.Module):
+    """Rotary position embedding with its own cos/sin tables.
+
+    ``forward(x)`` takes ``x`` as ``[batch, seq, heads, head_dim]`` (seq at
+    most ``max_seq_len``) and rotates the first ``rotary_dim`` (default
+    ``head_dim``) dims of each head, frequencies ``base ** (-2i / rotary_dim)``
+    as in LLaMA; ``interleaved=True`` is the GPT-J pairing. ``cos`` and
+    ``sin`` are non-persistent buffers ``[max_seq_len, rotary_dim // 2]``.
+    """
+
+    def __init__(
+        self,
+        head_dim: int,
+        max_seq_len: int = 2048,
+        base: float = 10000.0,
+        interleaved: bool = False,
+        rotary_dim: int | None = None,
+        dtype: torch.dtype | None = None,
+    ):
+        super().__init__()
+        self.head_dim = int(head_dim)
+        self.rotary_dim = int(rotary_dim if rotary_dim is not None else head_dim)
+        if self.rotary_dim % 2 or not 0 < self.rotary_dim <= self.head_dim:
+            raise ValueError(
+                f"rotary_dim must be even and in (0, head_dim={self.head_dim}], "
+                f"got {self.rotary_dim}"
+            )
+        self.max_seq_len = int(max_seq_len)
+        self.base = float(base)
+        self.interleaved = bool(interleaved)
+        exponents = torch.arange(0, self.rotary_dim, 2, dtype=torch.float64) / self.rotary_dim
+        inv_freq = self.base**-exponents
+        angles = torch.outer(torch.arange(self.max_seq_len, dtype=torch.float64), inv_freq)
+        dtype = dtype or torch.get_default_dtype()
+        self.register_buffer("cos", angles.cos().to(dtype), persistent=False)
+        self.register_buffer("sin", angles.sin().to(dtype), persistent=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        seq = x.shape[1]
+        return rotary_embedding(x, self.cos[:seq], self.sin[:seq], self.interleaved)
+
+    def extra_repr(self) -> str:
+        return (
+            f"head_dim={self.head_dim}, rotary_dim={self.rotary_dim}, "
+            f"max_seq_len={self.max_seq_len}, base={self.base}, interleaved={self.interleaved}"
+        )
+
+
+class NormalizeImage(nn.Module):
+    """``(image / 255 - mean) / std`` per channel to ``[N, C, H, W]``, from a
+    uint8 (or 0..255 float) ``[N, H, W, C]`` image (``channels_last_in=True``)
+    or an ``[N, C, H, W]`` one. ``mean``/``std`` as in
+    ``torchvision.transforms.Normalize`` (0..1 scale)."""
+
+    def __init__(self, mean: Sequence[float], std: Sequence[float], channels_last_in: bool = True):
+        super().__init__()
+        self.mean = [float(v) for v in mean]
+        self.std = [float(v) for v in std]
+        if len(self.mean) != len(self.std):
+            raise ValueError(f"mean and std differ in length: {len(self.mean)} vs {len(self.std)}")
+        self.channels_last_in = bool(channels_last_in)
+
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        return normalize_image(image, self.mean, self.std, self.channels_last_in)
+
+    def extra_repr(self) -> str:
+        return f"mean={self.mean}, std={self.std}, channels_last_in={self.channels_last_in}"

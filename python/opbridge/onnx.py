@@ -197,7 +197,7 @@ def _legacy_symbolic(spec: dict, route: str, opset: int) -> Callable:
         outputs = g.op(
             f"{ONNX_DOMAIN}::{spec['onnx_type']}", *inputs, outputs=len(spec["outputs"]), **named
         )
-        _set_legacy_output_types(spec, inputs, outputs)
+        _set_legacy_output_types(spec, inputs, outputs, [attrs[a["name"]] for a in spec["attrs"]])
         return outputs
 
     return symbolic
@@ -219,7 +219,7 @@ _TORCH_DTYPES = {
 }
 
 
-def _set_legacy_output_types(spec: dict, inputs: list, outputs) -> None:
+def _set_legacy_output_types(spec: dict, inputs: list, outputs, attrs: list) -> None:
     """Gives the TorchScript exporter the output dtype and shape from the
     spec's shape rule (it cannot infer them for a custom node)."""
     from opbridge._library import _C
@@ -236,14 +236,14 @@ def _set_legacy_output_types(spec: dict, inputs: list, outputs) -> None:
         if dtype is None or sizes is None:
             return  # not known here; ONNX Runtime infers it at load time
         infos.append((True, dtype, [-1 if d is None else d for d in sizes]))
-    inferred = _C.infer(spec["name"], infos)
+    inferred = _C.infer(spec["name"], infos, attrs)
     outputs = outputs if isinstance(outputs, tuple | list) else (outputs,)
     for output, (dtype, shape) in zip(outputs, inferred, strict=True):
+        # Dtype and rank only: sizes seen while tracing are the example's, and
+        # static sizes here would let constant folding bake them into later
+        # Shape/Reshape nodes, breaking dynamic axes.
         output.setType(
-            inputs[0]
-            .type()
-            .with_dtype(_TORCH_DTYPES[dtype])
-            .with_sizes([None if d < 0 else d for d in shape])
+            inputs[0].type().with_dtype(_TORCH_DTYPES[dtype]).with_sizes([None] * len(shape))
         )
 
 

@@ -9,10 +9,23 @@ from collections.abc import Callable
 from types import ModuleType
 
 from opbridge._library import specs
+from opbridge.ops.add_rms_norm import add_rms_norm
+from opbridge.ops.bias_gelu import bias_gelu
+from opbridge.ops.normalize_image import normalize_image
 from opbridge.ops.rms_norm import rms_norm
+from opbridge.ops.rotary_embedding import rotary_embedding
 from opbridge.ops.scaled_clamp import scaled_clamp
 
-__all__ = ["decomposition", "modules", "rms_norm", "scaled_clamp"]
+__all__ = [
+    "add_rms_norm",
+    "bias_gelu",
+    "decomposition",
+    "modules",
+    "normalize_image",
+    "rms_norm",
+    "rotary_embedding",
+    "scaled_clamp",
+]
 
 
 def modules() -> dict[str, ModuleType]:

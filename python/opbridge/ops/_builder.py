@@ -33,6 +33,14 @@ class Builder:
         """ "float32" / "float64" / ... when known at export time, else None."""
         raise NotImplementedError
 
+    def floats(self, values: list[float], like: Any) -> Any:
+        """A 1-D tensor of ``like``'s (floating) dtype; float32 when unknown."""
+        raise NotImplementedError
+
+    def dtype(self, value: Any) -> str | None:
+        """Any element type ("uint8", "float32", ...) when known, else None."""
+        raise NotImplementedError
+
 
 class DynamoBuilder(Builder):
     def __init__(self, opset: int):
@@ -65,6 +73,15 @@ class DynamoBuilder(Builder):
             return np.dtype(dtype.numpy()).name
         except Exception:
             return None
+
+    def floats(self, values, like):
+        import onnx_ir as ir
+
+        dtype = self.float_dtype(like) or "float32"
+        return self.op("Constant", value=ir.tensor(np.array(values, dtype=dtype)))
+
+    def dtype(self, value):
+        return self.float_dtype(value)
 
 
 _LEGACY_SUFFIX = {float: "f", int: "i", str: "s"}
@@ -109,3 +126,18 @@ class LegacyBuilder(Builder):
             "Half": "float16",
             "BFloat16": "bfloat16",
         }.get(scalar)
+
+    def floats(self, values, like):
+        import torch
+
+        torch_dtype = torch.float64 if self.float_dtype(like) == "float64" else torch.float32
+        return self.g.op("Constant", value_t=torch.tensor(values, dtype=torch_dtype))
+
+    def dtype(self, value):
+        try:
+            scalar = value.type().scalarType()
+        except Exception:
+            return None
+        return self.float_dtype(value) or {"Byte": "uint8", "Long": "int64", "Int": "int32"}.get(
+            scalar
+        )

@@ -1,0 +1,33 @@
+// Framework-free add_rms_norm kernels over the last dimension of [rows, cols]
+// contiguous matrices.
+#pragma once
+
+#include <cstdint>
+
+#include "core/parallel.h"
+
+namespace opbridge {
+
+struct AddRmsNormAttrs {
+  double eps;
+};
+
+// residual_out = x + residual (rounded to T, as an unfused add would be);
+// out = residual_out * rsqrt(mean(residual_out^2) + eps) * weight (+ bias).
+// bias may be null. One pass over each row; sums accumulate in double.
+template <typename T>
+void AddRmsNormForward(const T* x, const T* residual, const T* weight, const T* bias, T* out, T* residual_out,
+                       int64_t rows, int64_t cols, const AddRmsNormAttrs& attrs,
+                       const ParallelFor& parallel_for);
+
+// Gradients from the saved residual_out. grad_sum (the gradient of both x and
+// residual) = rms_norm's input gradient + grad_residual_out; grad_residual_out
+// and grad_bias may be null. Weight and bias gradients are reduced over a
+// fixed, shape-determined split of the rows, so results do not depend on the
+// parallelism.
+template <typename T>
+void AddRmsNormBackward(const T* grad_out, const T* grad_residual_out, const T* residual_out, const T* weight,
+                        T* grad_sum, T* grad_weight, T* grad_bias, int64_t rows, int64_t cols,
+                        const AddRmsNormAttrs& attrs, const ParallelFor& parallel_for);
+
+}  // namespace opbridge

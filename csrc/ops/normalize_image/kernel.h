@@ -1,0 +1,42 @@
+// Framework-free normalize_image kernels.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "core/parallel.h"
+#include "core/spec.h"
+
+namespace opbridge {
+
+struct ImageDims {
+  int64_t n;
+  int64_t c;
+  int64_t h;
+  int64_t w;
+};
+
+// Per-channel y = x * scale[c] + shift[c] with scale = 1 / (255 std) and
+// shift = -mean / std: (x / 255 - mean) / std as one multiply-add.
+struct NormalizeImageAttrs {
+  std::vector<double> mean;
+  std::vector<double> std;
+  bool channels_last_in;
+};
+
+// Dims of an image of shape `image` read in the given layout.
+ImageDims ImageDimsOf(const Shape& image, bool channels_last);
+
+// image is contiguous [n, h, w, c] (channels_last_in) or [n, c, h, w]; y is
+// contiguous [n, c, h, w]. In is uint8, float or double; Out is float for
+// uint8 and In otherwise.
+template <typename In, typename Out>
+void NormalizeImageForward(const In* image, Out* y, const ImageDims& dims, const NormalizeImageAttrs& attrs,
+                           const ParallelFor& parallel_for);
+
+// grad_image (the layout of the image) = grad_y (NCHW) / (255 std[c]).
+template <typename T>
+void NormalizeImageBackward(const T* grad_y, T* grad_image, const ImageDims& dims,
+                            const NormalizeImageAttrs& attrs, const ParallelFor& parallel_for);
+
+}  // namespace opbridge

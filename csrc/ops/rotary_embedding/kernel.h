@@ -1,0 +1,44 @@
+// Framework-free rotary_embedding kernels. x and y are contiguous
+// [batch, seq, heads, head_dim]; cos and sin are contiguous [seq, half],
+// rotary_dim = 2 * half <= head_dim.
+#pragma once
+
+#include <cstdint>
+
+#include "core/parallel.h"
+#include "core/spec.h"
+
+namespace opbridge {
+
+struct RotaryDims {
+  int64_t batch;
+  int64_t seq;
+  int64_t heads;
+  int64_t head_dim;
+  int64_t half;  // rotary_dim / 2: the columns of cos and sin
+};
+
+struct RotaryAttrs {
+  bool interleaved;  // pairs (2i, 2i + 1) instead of (i, i + half)
+};
+
+// Dims from x's and cos's shapes (checked by InferRotaryEmbedding).
+RotaryDims RotaryDimsOf(const Shape& x, const Shape& cos);
+
+// For each pair (a, b) at position s and frequency i:
+//   a' = a cos[s, i] - b sin[s, i],  b' = b cos[s, i] + a sin[s, i];
+// dims past rotary_dim are copied.
+template <typename T>
+void RotaryEmbeddingForward(const T* x, const T* cos, const T* sin, T* y, const RotaryDims& dims,
+                            const RotaryAttrs& attrs, const ParallelFor& parallel_for);
+
+// grad_x is the inverse rotation of grad_y. When grad_cos and grad_sin are
+// not null (both [seq, half]) they receive sum over batch and heads of
+// grad_a a + grad_b b and grad_b a - grad_a b; each position is reduced by
+// one task in a fixed order, so results do not depend on the parallelism.
+template <typename T>
+void RotaryEmbeddingBackward(const T* grad_y, const T* x, const T* cos, const T* sin, T* grad_x, T* grad_cos,
+                             T* grad_sin, const RotaryDims& dims, const RotaryAttrs& attrs,
+                             const ParallelFor& parallel_for);
+
+}  // namespace opbridge

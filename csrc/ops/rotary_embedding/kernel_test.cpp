@@ -1,0 +1,123 @@
+#include "ops/rotary_embedding/kernel.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "ops/rotary_embedding/spec.h"
+#include "tests/test_util.h"
+
+namespace opbridge {
+namespace {
+
+using testing::Contains;
+using testing::Info;
+using testing::Random;
+
+// Rotation written out per element, independent of the kernel's loops.
+std::vector<double> Reference(const std::vector<double>& x, const std::vector<double>& c,
+                              const std::vector<double>& s, const RotaryDims& d, bool interleaved) {
+  std::vector<double> y = x;
+  for (int64_t b = 0; b < d.batch; ++b) {
+    for (int64_t p = 0; p < d.seq; ++p) {
+      for (int64_t h = 0; h < d.heads; ++h) {
+        const size_t base = static_cast<size_t>(((b * d.seq + p) * d.heads + h) * d.head_dim);
+        for (int64_t i = 0; i < d.half; ++i) {
+          const size_t ia = base + static_cast<size_t>(interleaved ? 2 * i : i);
+          const size_t ib = base + static_cast<size_t>(interleaved ? 2 * i + 1 : i + d.half);
+          const double cv = c[static_cast<size_t>(p * d.half + i)],
+                       sv = s[static_cast<size_t>(p * d.half + i)];
+          y[ia] = x[ia] * cv - x[ib] * sv;
+          y[ib] = x[ib] * cv + x[ia] * sv;
+        }
+      }
+    }
+  }
+  return y;
+}
+
+TEST(RotaryEmbeddingKernel, ForwardMatchesReferenceBothLayoutsAndPartial) {
+  for (bool interleaved : {false, true}) {
+    for (int64_t half : {int64_t{4}, int64_t{2}}) {
+      const RotaryDims d{2, 5, 3, 8, half};
+      const int64_t n = d.batch * d.seq * d.heads * d.head_dim;
+      const auto x = Random<double>(n, 1), c = Random<double>(d.seq * half, 2),
+                 s = Random<double>(d.seq * half, 3);
+      std::vector<double> y(x.size());
+      RotaryEmbeddingForward<double>(x.data(), c.data(), s.data(), y.data(), d, RotaryAttrs{interleaved},
+                                     testing::ReverseChunkedFor(1));
+      testing::ExpectNear(y, Reference(x, c, s, d, interleaved), 1e-15, "rotary");
+    }
+  }
+}
+
+TEST(RotaryEmbeddingKernel, BackwardIsTheAdjoint) {
+  // <grad_y, J dx> == <J^T grad_y, dx> for the linear map in x, and the cos /
+  // sin gradients match finite differences.
+  const RotaryDims d{2, 3, 2, 6, 2};
+  const int64_t n = d.batch * d.seq * d.heads * d.head_dim, m = d.seq * d.half;
+  for (bool interleaved : {false, true}) {
+    const auto x = Random<double>(n, 4), c = Random<double>(m, 5), s = Random<double>(m, 6);
+    const auto g = Random<double>(n, 7);
+    std::vector<double> gx(n), gc(m), gs(m);
+    RotaryEmbeddingBackward<double>(g.data(), x.data(), c.data(), s.data(), gx.data(), gc.data(), gs.data(),
+                                    d, RotaryAttrs{interleaved}, SerialFor);
+    auto loss = [&](const std::vector<double>& xs, const std::vector<double>& cs,
+                    const std::vector<double>& ss) {
+      std::vector<double> y(n);
+      RotaryEmbeddingForward<double>(xs.data(), cs.data(), ss.data(), y.data(), d, RotaryAttrs{interleaved},
+                                     SerialFor);
+      double total = 0.0;
+      for (int64_t i = 0; i < n; ++i) total += g[i] * y[i];
+      return total;
+    };
+    const double h = 1e-6;
+    for (int64_t i = 0; i < n; ++i) {
+      auto xp = x, xm = x;
+      xp[i] += h;
+      xm[i] -= h;
+      EXPECT_NEAR(gx[i], (loss(xp, c, s) - loss(xm, c, s)) / (2 * h), 1e-7) << "grad_x " << i;
+    }
+    for (int64_t i = 0; i < m; ++i) {
+      auto cp = c, cm = c, sp = s, sm = s;
+      cp[i] += h;
+      cm[i] -= h;
+      sp[i] += h;
+      sm[i] -= h;
+      EXPECT_NEAR(gc[i], (loss(x, cp, s) - loss(x, cm, s)) / (2 * h), 1e-7) << "grad_cos " << i;
+      EXPECT_NEAR(gs[i], (loss(x, c, sp) - loss(x, c, sm)) / (2 * h), 1e-7) << "grad_sin " << i;
+    }
+  }
+}
+
+TEST(RotaryEmbeddingInfer, RejectsBadShapes) {
+  struct Case {
+    std::vector<TensorInfo> inputs;
+    const char* expected;
+  };
+  const std::vector<Case> cases = {
+      {{Info("float32", {2, 5, 8}), Info("float32", {5, 4}), Info("float32", {5, 4})},
+       "argument 'x' must be 4-D [batch, seq, heads, head_dim], got 3-D shape [2, 5, 8]"},
+      {{Info("float32", {2, 5, 3, 7}), Info("float32", {5, 3}), Info("float32", {5, 3})},
+       "argument 'x' must have an even head_dim"},
+      {{Info("float32", {2, 5, 3, 8}), Info("float32", {6, 4}), Info("float32", {6, 4})},
+       "argument 'cos' must have seq = 5 rows"},
+      {{Info("float32", {2, 5, 3, 8}), Info("float32", {5, 5}), Info("float32", {5, 5})},
+       "argument 'cos' must have between 1 and head_dim / 2 = 4 columns"},
+      {{Info("float32", {2, 5, 3, 8}), Info("float32", {5, 4}), Info("float32", {5, 3})},
+       "argument 'sin' must have the shape of cos [5, 4], got shape [5, 3]"},
+      {{Info("float32", {2, 5, 3, 8}), Info("float64", {5, 4}), Info("float32", {5, 4})},
+       "argument 'cos' must have the dtype of x (float32), got float64"},
+  };
+  for (const Case& c : cases) {
+    std::vector<TensorInfo> outputs;
+    const Status status = InferRotaryEmbedding(c.inputs, &outputs);
+    ASSERT_FALSE(status.ok()) << c.expected;
+    EXPECT_TRUE(Contains(status.message(), c.expected)) << status.message();
+  }
+}
+
+}  // namespace
+}  // namespace opbridge

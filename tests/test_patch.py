@@ -1,0 +1,159 @@
+"""opbridge.patch / unpatch on models with each supported pattern."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+from torch import nn
+
+import opbridge
+
+
+class LlamaRMSNorm(nn.Module):
+    """As in common LLaMA implementations."""
+
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(dim))
+        self.variance_epsilon = eps
+
+    def forward(self, x):
+        variance = x.pow(2).mean(-1, keepdim=True)
+        return self.weight * (x * torch.rsqrt(variance + self.variance_epsilon))
+
+
+class Net(nn.Module):
+    def __init__(self, dim=16):
+        super().__init__()
+        self.norm = nn.RMSNorm(dim, eps=1e-5)
+        self.mlp = nn.Sequential(
+            nn.Linear(dim, 32),
+            nn.GELU(),
+            nn.Linear(32, 32),
+            nn.GELU(approximate="tanh"),
+            nn.Linear(32, dim),
+        )
+        self.llama_norm = LlamaRMSNorm(dim, eps=1e-5)
+        self.default_eps_norm = nn.RMSNorm(dim)
+        self.head = nn.Linear(dim, 1)
+
+    def forward(self, x):
+        x = self.mlp(self.norm(x))
+        return self.head(self.default_eps_norm(self.llama_norm(x)))
+
+
+def _randomize(model):
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.normal_(1.0, 0.2)
+
+
+def test_patch_replaces_each_pattern_and_keeps_outputs():
+    torch.manual_seed(0)
+    model = Net()
+    _randomize(model)
+    reference = copy.deepcopy(model)
+    x = torch.randn(4, 7, 16)
+    patched = opbridge.patch(model, rules=[opbridge.patching.rms_norm_rule(LlamaRMSNorm)])
+    assert patched is model
+    summary = model.opbridge_patch_summary
+    assert summary.counts() == {
+        "torch.nn.RMSNorm": 2,
+        "RMSNorm-like: LlamaRMSNorm": 1,
+        "nn.Linear + nn.GELU": 4,
+    }
+    assert "mlp.1: GELU -> BiasGELU" in str(summary)
+    assert isinstance(model.norm, opbridge.nn.RMSNorm)
+    assert isinstance(model.llama_norm, opbridge.nn.RMSNorm)
+    assert isinstance(model.mlp[1], opbridge.nn.BiasGELU) and model.mlp[0].bias is None
+    assert model.mlp[3].approximate == "tanh"
+    assert model.default_eps_norm.eps == torch.finfo(torch.float32).eps
+    # Parameters are shared, not copied.
+    assert model.mlp[1].bias is summary.replaced[1].original.bias
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), reference(x), atol=1e-5, rtol=1e-5)
+    types = {type(m) for m in model.modules()}
+    assert nn.RMSNorm not in types and nn.GELU not in types and LlamaRMSNorm not in types
+
+
+def test_without_the_class_rule_llama_norm_is_left_alone():
+    model = Net()
+    opbridge.patch(model)
+    assert isinstance(model.llama_norm, LlamaRMSNorm)
+    assert len(model.opbridge_patch_summary) == 6
+
+
+def test_gelu_not_after_biased_linear_is_left_alone():
+    model = nn.Sequential(nn.GELU(), nn.Linear(4, 4, bias=False), nn.GELU(), nn.ReLU())
+    opbridge.patch(model)
+    assert len(model.opbridge_patch_summary) == 0
+    assert "nothing replaced" in str(model.opbridge_patch_summary)
+
+
+def test_patched_model_trains_and_unpatch_restores_trained_originals():
+    torch.manual_seed(0)
+    model = Net()
+    _randomize(model)
+    opbridge.patch(model, rules=[opbridge.patching.rms_norm_rule(LlamaRMSNorm)])
+    x, target = torch.randn(64, 16), torch.randn(64, 1)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(15):
+        optimizer.zero_grad()
+        loss = nn.functional.mse_loss(model(x), target)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.8 * losses[0]
+    with torch.no_grad():
+        trained = model(x)
+    opbridge.unpatch(model)
+    assert len(model.opbridge_patch_summary) == 7
+    assert isinstance(model.norm, nn.RMSNorm) and isinstance(model.mlp[1], nn.GELU)
+    assert isinstance(model.llama_norm, LlamaRMSNorm) and model.mlp[0].bias is not None
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), trained, atol=1e-5, rtol=1e-5)
+
+
+def test_user_rule_and_bad_class_rule():
+    class MyAct(nn.Module):
+        def forward(self, x):
+            return torch.clamp(x * 2.0, 0.0, 6.0)
+
+    def my_rule(parent, name, child):
+        if isinstance(child, MyAct):
+            return {name: opbridge.nn.ScaledClamp(2.0)}
+        return None
+
+    model = nn.Sequential(nn.Linear(4, 4), MyAct())
+    x = torch.randn(3, 4) * 4
+    expected = model(x)
+    opbridge.patch(model, rules=[my_rule])
+    assert isinstance(model[1], opbridge.nn.ScaledClamp)
+    assert model.opbridge_patch_summary.counts() == {"my_rule": 1}
+    torch.testing.assert_close(model(x), expected)
+
+    with pytest.raises(TypeError, match="lacks a 1-D weight parameter"):
+        opbridge.patch(nn.Sequential(nn.ReLU()), rules=[opbridge.patching.rms_norm_rule(nn.ReLU)])
+
+
+def test_patched_model_exports_by_both_routes():
+    from ort_helpers import run
+
+    torch.manual_seed(0)
+    model = Net().eval()
+    opbridge.patch(model, rules=[opbridge.patching.rms_norm_rule(LlamaRMSNorm)])
+    x = torch.randn(3, 5, 16)
+    with torch.no_grad():
+        expected = model(x).numpy()
+    for route in ("custom", "standard"):
+        proto = opbridge.onnx.export(model, (x,), route=route)
+        types = {n.op_type for n in proto.graph.node if n.domain == "opbridge"}
+        assert types == ({"RmsNorm", "BiasGelu"} if route == "custom" else set())
+        (got,) = run(proto, [x.numpy()])
+        import numpy as np
+
+        np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
