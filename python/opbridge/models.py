@@ -115,8 +115,13 @@ def demo_report(out_dir: Path, seed: int = 0) -> tuple[list[str], float]:
     from opbridge import ONNX_DOMAIN
     from opbridge import onnx as obonnx
     from opbridge import ort as obort
+    from opbridge.verify import verify
 
-    lines = ["", "| model | route | nodes (opbridge) | max abs err vs torch |", "|---|---|---|---|"]
+    lines = [
+        "",
+        "| model | route | nodes (opbridge) | max abs err vs torch | verify | first divergence |",
+        "|---|---|---|---|---|---|",
+    ]
     worst = 0.0
     for name, build in DEMO_MODELS.items():
         model, args = build(seed)
@@ -136,6 +141,12 @@ def demo_report(out_dir: Path, seed: int = 0) -> tuple[list[str], float]:
             got = session.run(None, {session.get_inputs()[0].name: args[0].numpy()})[0]
             err = float(np.abs(got - expected).max())
             worst = max(worst, err)
+            report = verify(model, args, onnx_model=proto, route=route, draws=2, seed=seed)
+            if not report.passed:
+                worst = max(worst, float("inf"))
             custom = sum(n.domain == ONNX_DOMAIN for n in proto.graph.node)
-            lines.append(f"| {name} | {route} | {len(proto.graph.node)} ({custom}) | {err:.2e} |")
+            lines.append(
+                f"| {name} | {route} | {len(proto.graph.node)} ({custom}) | {err:.2e} | "
+                f"{'PASS' if report.passed else 'FAIL'} | {report.first_divergence or '-'} |"
+            )
     return lines, worst

@@ -72,7 +72,7 @@ def _attr_value(attr: dict, value: Any) -> Any:
     raise TypeError(f"unsupported attribute type {kind}")
 
 
-_ONNX_ATTR_TYPES = {
+ONNX_ATTRIBUTE_TYPES = {
     "float": "FLOAT",
     "int": "INT",
     "bool": "INT",
@@ -116,7 +116,7 @@ def onnx_schema(spec: dict):
     attributes = []
     for attr in spec["attrs"]:
         if attr["default"] is None:
-            kind = getattr(defs.OpSchema.AttrType, _ONNX_ATTR_TYPES[attr["type"]])
+            kind = getattr(defs.OpSchema.AttrType, ONNX_ATTRIBUTE_TYPES[attr["type"]])
             attributes.append(defs.OpSchema.Attribute(attr["name"], kind, required=True))
         else:
             default = helper.make_attribute(attr["name"], _attr_value(attr, attr["default"]))

@@ -414,7 +414,9 @@ def _shape_text(shape: list) -> str:
 def _attribute_type(attr_spec_type: str) -> int:
     import onnx
 
-    return onnx.AttributeProto.FLOAT if attr_spec_type == "float" else onnx.AttributeProto.INT
+    from opbridge.onnx import ONNX_ATTRIBUTE_TYPES
+
+    return getattr(onnx.AttributeProto, ONNX_ATTRIBUTE_TYPES[attr_spec_type])
 
 
 def _check_custom_nodes(model) -> Check:
