@@ -4,6 +4,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "core/simd.h"
 #include "core/spec.h"
 #include "core/version.h"
 
@@ -69,6 +70,18 @@ PYBIND11_MODULE(_C, m) {
     for (const auto& out : outputs) result.emplace_back(out.dtype, out.shape);
     return result;
   });
+  // SIMD dispatch of the kernels (process-wide; shared with the ONNX Runtime
+  // library when both are loaded, as both use the same Highway runtime).
+  m.def("simd_targets", &opbridge::SimdTargets,
+        "SIMD targets compiled in and supported by this CPU, best first.");
+  m.def("simd_target", &opbridge::SimdTarget, "The SIMD target the kernels dispatch to now.");
+  m.def(
+      "set_simd_target",
+      [](const std::string& name) {
+        const opbridge::Status status = opbridge::SetSimdTarget(name);
+        if (!status.ok()) throw py::value_error(status.message());
+      },
+      py::arg("name"), "Forces one of simd_targets(); an empty name restores the best.");
   m.def("specs", []() {
     py::list specs;
     for (const opbridge::OpSpec* spec : opbridge::AllSpecs()) specs.append(SpecToDict(*spec));
