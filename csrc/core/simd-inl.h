@@ -9,11 +9,13 @@
 #define OPBRIDGE_CORE_SIMD_INL_H_
 #endif
 
+#include <hwy/cache_control.h>
 #include <hwy/highway.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "core/half.h"
 
@@ -73,6 +75,24 @@ HWY_INLINE void WriteLanes(D /*d*/, hn::VFromD<D> v, BFloat16* p) {
   hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di, out)), du16, reinterpret_cast<uint16_t*>(p));
 }
 
+// Non-temporal store where T is the lane type and p is vector-aligned: for
+// outputs much larger than the cache, it saves reading each line before it is
+// overwritten. Callers check AlignedFor() once per row and call
+// hwy::FlushStream() before their range ends.
+template <class D, typename T>
+HWY_INLINE void WriteLanesStream(D d, hn::VFromD<D> v, T* p) {
+  if constexpr (std::is_same_v<T, hn::TFromD<D>>) {
+    hn::Stream(v, d, p);
+  } else {
+    WriteLanes(d, v, p);
+  }
+}
+
+template <class D, typename T>
+HWY_INLINE bool AlignedFor(D d, const T* p) {
+  return reinterpret_cast<uintptr_t>(p) % (hn::Lanes(d) * sizeof(hn::TFromD<D>)) == 0;
+}
+
 // A partial vector at the end of a range goes through a zero-padded buffer of
 // kMaxLanes elements, so every element takes the same vector code path.
 template <class D, typename T>
@@ -93,3 +113,18 @@ HWY_INLINE void WriteTail(D d, hn::VFromD<D> v, T* p, int64_t count, T* buffer) 
 HWY_AFTER_NAMESPACE();
 
 #endif  // include guard (per target)
+
+// Dispatch through opbridge's own target selection (core/simd.h) rather than
+// Highway's global one. Use in a kernel's HWY_ONCE section, after HWY_EXPORT.
+#ifndef OPBRIDGE_DYNAMIC_DISPATCH
+#include "core/simd.h"
+namespace opbridge {
+inline size_t SimdDispatchIndex() {
+  hwy::ChosenTarget chosen;
+  chosen.Update(SimdDispatchTargets());
+  return chosen.GetIndex();
+}
+}  // namespace opbridge
+#define OPBRIDGE_DYNAMIC_DISPATCH(FUNC_NAME) \
+  (*(HWY_DISPATCH_TABLE(FUNC_NAME)[::opbridge::SimdDispatchIndex()]))
+#endif

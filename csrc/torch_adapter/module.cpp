@@ -73,8 +73,10 @@ PYBIND11_MODULE(_C, m) {
   // SIMD dispatch of the kernels (process-wide; shared with the ONNX Runtime
   // library when both are loaded, as both use the same Highway runtime).
   m.def("simd_targets", &opbridge::SimdTargets,
-        "SIMD targets compiled in and supported by this CPU, best first.");
+        "SIMD targets compiled in and supported by this CPU, widest first.");
   m.def("simd_target", &opbridge::SimdTarget, "The SIMD target the kernels dispatch to now.");
+  m.def("simd_default_target", &opbridge::SimdDefaultTarget,
+        "The SIMD target used when none is forced (see core/simd.h).");
   m.def(
       "set_simd_target",
       [](const std::string& name) {

@@ -18,6 +18,7 @@
 #include "core/checks.h"
 #include "core/half.h"
 #include "core/simd-inl.h"
+#include "core/simd.h"
 #include "ops/rms_norm/spec.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -26,10 +27,12 @@ namespace HWY_NAMESPACE {
 namespace {
 
 namespace hn = hwy::HWY_NAMESPACE;
+using simd::AlignedFor;
 using simd::kMaxLanes;
 using simd::ReadLanes;
 using simd::ReadTail;
 using simd::WriteLanes;
+using simd::WriteLanesStream;
 using simd::WriteTail;
 
 template <typename T>
@@ -86,7 +89,7 @@ void SumSquaresAndDot(const T* x, const T* g, const T* w, int64_t cols, double* 
 
 template <typename T>
 void ForwardRows(const T* x, const T* weight, const T* bias, T* y, int64_t row_begin, int64_t row_end,
-                 int64_t cols, double eps) {
+                 int64_t cols, double eps, bool stream) {
   using C = ComputeOf<T>;
   const hn::ScalableTag<C> d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
@@ -100,15 +103,28 @@ void ForwardRows(const T* x, const T* weight, const T* bias, T* y, int64_t row_b
     const auto rstd =
         hn::Set(d, static_cast<C>(1.0 / std::sqrt(sum_squares / static_cast<double>(cols) + eps)));
     int64_t j = 0;
-    if (bias != nullptr) {
-      for (; j < full; j += lanes) {
-        const auto v =
-            hn::MulAdd(hn::Mul(ReadLanes(d, xr + j), rstd), ReadLanes(d, weight + j), ReadLanes(d, bias + j));
-        WriteLanes(d, v, yr + j);
+    // While this row is scaled from cache, the next row is fetched from
+    // memory, so reads keep flowing during the write phase.
+    const T* next = r + 1 < row_end ? xr + cols : xr;
+    auto row_loop = [&](auto write) {
+      if (bias != nullptr) {
+        for (; j < full; j += lanes) {
+          hwy::Prefetch(next + j);
+          write(hn::MulAdd(hn::Mul(ReadLanes(d, xr + j), rstd), ReadLanes(d, weight + j),
+                           ReadLanes(d, bias + j)),
+                yr + j);
+        }
+      } else {
+        for (; j < full; j += lanes) {
+          hwy::Prefetch(next + j);
+          write(hn::Mul(hn::Mul(ReadLanes(d, xr + j), rstd), ReadLanes(d, weight + j)), yr + j);
+        }
       }
+    };
+    if (stream && AlignedFor(d, yr)) {
+      row_loop([d](hn::VFromD<decltype(d)> v, T* p) { WriteLanesStream(d, v, p); });
     } else {
-      for (; j < full; j += lanes)
-        WriteLanes(d, hn::Mul(hn::Mul(ReadLanes(d, xr + j), rstd), ReadLanes(d, weight + j)), yr + j);
+      row_loop([d](hn::VFromD<decltype(d)> v, T* p) { WriteLanes(d, v, p); });
     }
     if (j < cols) {
       const int64_t rest = cols - j;
@@ -118,6 +134,7 @@ void ForwardRows(const T* x, const T* weight, const T* bias, T* y, int64_t row_b
       WriteTail(d, v, yr + j, rest, buffer);
     }
   }
+  if (stream) hwy::FlushStream();
 }
 
 // Adds v (compute lanes) into acc[0 .. Lanes(d)) of doubles.
@@ -145,7 +162,7 @@ void AccumulateDouble(D /*d*/, hn::VFromD<D> v, double* acc) {
 // gradient contributions added into the double partials pw (pb).
 template <typename T>
 void BackwardRows(const T* grad_y, const T* x, const T* weight, T* grad_x, double* pw, double* pb,
-                  int64_t row_begin, int64_t row_end, int64_t cols, double eps) {
+                  int64_t row_begin, int64_t row_end, int64_t cols, double eps, bool stream) {
   using C = ComputeOf<T>;
   const hn::ScalableTag<C> d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
@@ -162,12 +179,17 @@ void BackwardRows(const T* grad_y, const T* x, const T* weight, T* grad_x, doubl
     const double rstd = 1.0 / std::sqrt(sum_squares * inv_cols + eps);
     const auto rstd_v = hn::Set(d, static_cast<C>(rstd));
     const auto coef_v = hn::Set(d, static_cast<C>(rstd * rstd * rstd * dot * inv_cols));
+    const bool stream_row = stream && AlignedFor(d, dxr);
     auto step = [&](const hn::VFromD<decltype(d)> g, const hn::VFromD<decltype(d)> xv,
                     const hn::VFromD<decltype(d)> w, int64_t j) {
       // dx = rstd * g * w - coef * x
       const auto dx = hn::NegMulAdd(coef_v, xv, hn::Mul(rstd_v, hn::Mul(g, w)));
       if (j + lanes <= cols) {
-        WriteLanes(d, dx, dxr + j);
+        if (stream_row) {
+          WriteLanesStream(d, dx, dxr + j);
+        } else {
+          WriteLanes(d, dx, dxr + j);
+        }
         AccumulateDouble(d, hn::Mul(hn::Mul(g, xv), rstd_v), pw + j);
         if (pb != nullptr) AccumulateDouble(d, g, pb + j);
       } else {
@@ -192,19 +214,20 @@ void BackwardRows(const T* grad_y, const T* x, const T* weight, T* grad_x, doubl
       step(g, xv, w, j);
     }
   }
+  if (stream) hwy::FlushStream();
 }
 
 }  // namespace
 
-#define OPBRIDGE_RMS_NORM_ENTRY_POINTS(T, Suffix)                                                       \
-  void RmsNormForwardRows##Suffix(const T* x, const T* weight, const T* bias, T* y, int64_t row_begin,  \
-                                  int64_t row_end, int64_t cols, double eps) {                          \
-    ForwardRows<T>(x, weight, bias, y, row_begin, row_end, cols, eps);                                  \
-  }                                                                                                     \
-  void RmsNormBackwardRows##Suffix(const T* grad_y, const T* x, const T* weight, T* grad_x, double* pw, \
-                                   double* pb, int64_t row_begin, int64_t row_end, int64_t cols,        \
-                                   double eps) {                                                        \
-    BackwardRows<T>(grad_y, x, weight, grad_x, pw, pb, row_begin, row_end, cols, eps);                  \
+#define OPBRIDGE_RMS_NORM_ENTRY_POINTS(T, Suffix)                                                            \
+  void RmsNormForwardRows##Suffix(const T* x, const T* weight, const T* bias, T* y, int64_t row_begin,       \
+                                  int64_t row_end, int64_t cols, double eps, bool stream) {                  \
+    ForwardRows<T>(x, weight, bias, y, row_begin, row_end, cols, eps, stream);                               \
+  }                                                                                                          \
+  void RmsNormBackwardRows##Suffix(const T* grad_y, const T* x, const T* weight, T* grad_x, double* pw,      \
+                                   double* pb, int64_t row_begin, int64_t row_end, int64_t cols, double eps, \
+                                   bool stream) {                                                            \
+    BackwardRows<T>(grad_y, x, weight, grad_x, pw, pb, row_begin, row_end, cols, eps, stream);               \
   }
 OPBRIDGE_RMS_NORM_ENTRY_POINTS(float, F32)
 OPBRIDGE_RMS_NORM_ENTRY_POINTS(double, F64)
@@ -232,18 +255,19 @@ namespace {
 
 template <typename T>
 struct RowKernels;
-#define OPBRIDGE_RMS_NORM_ROW_KERNELS(T, Suffix)                                                           \
-  template <>                                                                                              \
-  struct RowKernels<T> {                                                                                   \
-    static void Forward(const T* x, const T* weight, const T* bias, T* y, int64_t row_begin,               \
-                        int64_t row_end, int64_t cols, double eps) {                                       \
-      HWY_DYNAMIC_DISPATCH(RmsNormForwardRows##Suffix)(x, weight, bias, y, row_begin, row_end, cols, eps); \
-    }                                                                                                      \
-    static void Backward(const T* grad_y, const T* x, const T* weight, T* grad_x, double* pw, double* pb,  \
-                         int64_t row_begin, int64_t row_end, int64_t cols, double eps) {                   \
-      HWY_DYNAMIC_DISPATCH(RmsNormBackwardRows##Suffix)                                                    \
-      (grad_y, x, weight, grad_x, pw, pb, row_begin, row_end, cols, eps);                                  \
-    }                                                                                                      \
+#define OPBRIDGE_RMS_NORM_ROW_KERNELS(T, Suffix)                                                          \
+  template <>                                                                                             \
+  struct RowKernels<T> {                                                                                  \
+    static void Forward(const T* x, const T* weight, const T* bias, T* y, int64_t row_begin,              \
+                        int64_t row_end, int64_t cols, double eps, bool stream) {                         \
+      OPBRIDGE_DYNAMIC_DISPATCH(RmsNormForwardRows##Suffix)                                               \
+      (x, weight, bias, y, row_begin, row_end, cols, eps, stream);                                        \
+    }                                                                                                     \
+    static void Backward(const T* grad_y, const T* x, const T* weight, T* grad_x, double* pw, double* pb, \
+                         int64_t row_begin, int64_t row_end, int64_t cols, double eps, bool stream) {     \
+      OPBRIDGE_DYNAMIC_DISPATCH(RmsNormBackwardRows##Suffix)                                              \
+      (grad_y, x, weight, grad_x, pw, pb, row_begin, row_end, cols, eps, stream);                         \
+    }                                                                                                     \
   };
 OPBRIDGE_RMS_NORM_ROW_KERNELS(float, F32)
 OPBRIDGE_RMS_NORM_ROW_KERNELS(double, F64)
@@ -258,6 +282,13 @@ double EffectiveEps(double eps) {
   return static_cast<double>(static_cast<ComputeType<T>>(eps));
 }
 
+// An output that does not fit in the last-level cache is written with
+// non-temporal stores (float32 / float64 outputs only).
+template <typename T>
+bool OutputStreams(int64_t elements) {
+  return elements * static_cast<int64_t>(sizeof(T)) > StreamingStoreBytes();
+}
+
 }  // namespace
 
 template <typename T>
@@ -265,8 +296,9 @@ void RmsNormForward(const T* x, const T* weight, const T* bias, T* y, int64_t ro
                     const RmsNormAttrs& attrs, const ParallelFor& parallel_for) {
   if (rows <= 0 || cols <= 0) return;
   const double eps = EffectiveEps<T>(attrs.eps);
+  const bool stream = OutputStreams<T>(rows * cols);
   parallel_for(rows, RowGrain(cols), [=](int64_t begin, int64_t end) {
-    RowKernels<T>::Forward(x, weight, bias, y, begin, end, cols, eps);
+    RowKernels<T>::Forward(x, weight, bias, y, begin, end, cols, eps, stream);
   });
 }
 
@@ -286,6 +318,7 @@ void RmsNormBackward(const T* grad_y, const T* x, const T* weight, T* grad_x, T*
   const int64_t chunk_rows = std::max<int64_t>(RowGrain(cols), (rows + 63) / 64);
   const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
   const bool want_bias = grad_bias != nullptr;
+  const bool stream = OutputStreams<T>(rows * cols);
   std::vector<double> partial_weight(static_cast<size_t>(chunks * cols), 0.0);
   std::vector<double> partial_bias(want_bias ? static_cast<size_t>(chunks * cols) : 0, 0.0);
   double* pw_all = partial_weight.data();
@@ -296,7 +329,7 @@ void RmsNormBackward(const T* grad_y, const T* x, const T* weight, T* grad_x, T*
       const int64_t row_end = std::min(rows, (chunk + 1) * chunk_rows);
       RowKernels<T>::Backward(grad_y, x, weight, grad_x, pw_all + chunk * cols,
                               want_bias ? pb_all + chunk * cols : nullptr, chunk * chunk_rows, row_end, cols,
-                              eps);
+                              eps, stream);
     }
   });
 

@@ -12,6 +12,7 @@
 #include "core/checks.h"
 #include "core/half.h"
 #include "core/simd-inl.h"
+#include "core/simd.h"
 #include "ops/scaled_clamp/spec.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -20,10 +21,12 @@ namespace HWY_NAMESPACE {
 namespace {
 
 namespace hn = hwy::HWY_NAMESPACE;
+using simd::AlignedFor;
 using simd::kMaxLanes;
 using simd::ReadLanes;
 using simd::ReadTail;
 using simd::WriteLanes;
+using simd::WriteLanesStream;
 using simd::WriteTail;
 
 // Compares rather than hn::Min/Max, whose NaN handling differs by target:
@@ -36,8 +39,8 @@ HWY_INLINE V Clamp(D /*d*/, V v, V lo, V hi) {
 }
 
 template <typename T>
-void ForwardRange(const T* x, T* y, int64_t begin, int64_t end, double scale, double min_val,
-                  double max_val) {
+void ForwardRange(const T* x, T* y, int64_t begin, int64_t end, double scale, double min_val, double max_val,
+                  bool stream) {
   using C = ComputeType<T>;
   const hn::ScalableTag<C> d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
@@ -45,14 +48,21 @@ void ForwardRange(const T* x, T* y, int64_t begin, int64_t end, double scale, do
   const auto lo = hn::Set(d, static_cast<C>(min_val));
   const auto hi = hn::Set(d, static_cast<C>(max_val));
   int64_t i = begin;
-  for (; i + 2 * lanes <= end; i += 2 * lanes) {
-    const auto v0 = Clamp(d, hn::Mul(ReadLanes(d, x + i), s), lo, hi);
-    const auto v1 = Clamp(d, hn::Mul(ReadLanes(d, x + i + lanes), s), lo, hi);
-    WriteLanes(d, v0, y + i);
-    WriteLanes(d, v1, y + i + lanes);
+  auto loop = [&](auto write) {
+    for (; i + 2 * lanes <= end; i += 2 * lanes) {
+      const auto v0 = Clamp(d, hn::Mul(ReadLanes(d, x + i), s), lo, hi);
+      const auto v1 = Clamp(d, hn::Mul(ReadLanes(d, x + i + lanes), s), lo, hi);
+      write(v0, y + i);
+      write(v1, y + i + lanes);
+    }
+    for (; i + lanes <= end; i += lanes) write(Clamp(d, hn::Mul(ReadLanes(d, x + i), s), lo, hi), y + i);
+  };
+  if (stream && AlignedFor(d, y + i)) {
+    loop([d](hn::VFromD<decltype(d)> v, T* p) { WriteLanesStream(d, v, p); });
+    hwy::FlushStream();
+  } else {
+    loop([d](hn::VFromD<decltype(d)> v, T* p) { WriteLanes(d, v, p); });
   }
-  for (; i + lanes <= end; i += lanes)
-    WriteLanes(d, Clamp(d, hn::Mul(ReadLanes(d, x + i), s), lo, hi), y + i);
   if (i < end) {
     alignas(64) T buffer[kMaxLanes];
     const auto v = Clamp(d, hn::Mul(ReadTail(d, x + i, end - i, buffer), s), lo, hi);
@@ -62,7 +72,7 @@ void ForwardRange(const T* x, T* y, int64_t begin, int64_t end, double scale, do
 
 template <typename T>
 void BackwardRange(const T* grad_y, const T* x, T* grad_x, int64_t begin, int64_t end, double scale,
-                   double min_val, double max_val) {
+                   double min_val, double max_val, bool stream) {
   using C = ComputeType<T>;
   const hn::ScalableTag<C> d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
@@ -75,6 +85,11 @@ void BackwardRange(const T* grad_y, const T* x, T* grad_x, int64_t begin, int64_
     return hn::IfThenElseZero(hn::And(hn::Ge(v, lo), hn::Le(v, hi)), hn::Mul(g, s));
   };
   int64_t i = begin;
+  if (stream && AlignedFor(d, grad_x + i)) {
+    for (; i + lanes <= end; i += lanes)
+      WriteLanesStream(d, grad(ReadLanes(d, grad_y + i), ReadLanes(d, x + i)), grad_x + i);
+    hwy::FlushStream();
+  }
   for (; i + lanes <= end; i += lanes)
     WriteLanes(d, grad(ReadLanes(d, grad_y + i), ReadLanes(d, x + i)), grad_x + i);
   if (i < end) {
@@ -89,12 +104,12 @@ void BackwardRange(const T* grad_y, const T* x, T* grad_x, int64_t begin, int64_
 
 #define OPBRIDGE_SCALED_CLAMP_ENTRY_POINTS(T, Suffix)                                                       \
   void ScaledClampForwardRange##Suffix(const T* x, T* y, int64_t begin, int64_t end, double scale,          \
-                                       double min_val, double max_val) {                                    \
-    ForwardRange<T>(x, y, begin, end, scale, min_val, max_val);                                             \
+                                       double min_val, double max_val, bool stream) {                       \
+    ForwardRange<T>(x, y, begin, end, scale, min_val, max_val, stream);                                     \
   }                                                                                                         \
   void ScaledClampBackwardRange##Suffix(const T* grad_y, const T* x, T* grad_x, int64_t begin, int64_t end, \
-                                        double scale, double min_val, double max_val) {                     \
-    BackwardRange<T>(grad_y, x, grad_x, begin, end, scale, min_val, max_val);                               \
+                                        double scale, double min_val, double max_val, bool stream) {        \
+    BackwardRange<T>(grad_y, x, grad_x, begin, end, scale, min_val, max_val, stream);                       \
   }
 OPBRIDGE_SCALED_CLAMP_ENTRY_POINTS(float, F32)
 OPBRIDGE_SCALED_CLAMP_ENTRY_POINTS(double, F64)
@@ -124,18 +139,19 @@ constexpr int64_t kElementGrain = 1 << 15;
 
 template <typename T>
 struct RangeKernels;
-#define OPBRIDGE_SCALED_CLAMP_RANGE_KERNELS(T, Suffix)                                             \
-  template <>                                                                                      \
-  struct RangeKernels<T> {                                                                         \
-    static void Forward(const T* x, T* y, int64_t begin, int64_t end, const ScaledClampAttrs& a) { \
-      HWY_DYNAMIC_DISPATCH(ScaledClampForwardRange##Suffix)                                        \
-      (x, y, begin, end, a.scale, a.min_val, a.max_val);                                           \
-    }                                                                                              \
-    static void Backward(const T* grad_y, const T* x, T* grad_x, int64_t begin, int64_t end,       \
-                         const ScaledClampAttrs& a) {                                              \
-      HWY_DYNAMIC_DISPATCH(ScaledClampBackwardRange##Suffix)                                       \
-      (grad_y, x, grad_x, begin, end, a.scale, a.min_val, a.max_val);                              \
-    }                                                                                              \
+#define OPBRIDGE_SCALED_CLAMP_RANGE_KERNELS(T, Suffix)                                           \
+  template <>                                                                                    \
+  struct RangeKernels<T> {                                                                       \
+    static void Forward(const T* x, T* y, int64_t begin, int64_t end, const ScaledClampAttrs& a, \
+                        bool stream) {                                                           \
+      OPBRIDGE_DYNAMIC_DISPATCH(ScaledClampForwardRange##Suffix)                                 \
+      (x, y, begin, end, a.scale, a.min_val, a.max_val, stream);                                 \
+    }                                                                                            \
+    static void Backward(const T* grad_y, const T* x, T* grad_x, int64_t begin, int64_t end,     \
+                         const ScaledClampAttrs& a, bool stream) {                               \
+      OPBRIDGE_DYNAMIC_DISPATCH(ScaledClampBackwardRange##Suffix)                                \
+      (grad_y, x, grad_x, begin, end, a.scale, a.min_val, a.max_val, stream);                    \
+    }                                                                                            \
   };
 OPBRIDGE_SCALED_CLAMP_RANGE_KERNELS(float, F32)
 OPBRIDGE_SCALED_CLAMP_RANGE_KERNELS(double, F64)
@@ -157,16 +173,18 @@ template <typename T>
 void ScaledClampForward(const T* x, T* y, int64_t n, const ScaledClampAttrs& attrs,
                         const ParallelFor& parallel_for) {
   const ScaledClampAttrs a = Narrowed(attrs, std::is_same_v<T, double>);
+  const bool stream = n * static_cast<int64_t>(sizeof(T)) > StreamingStoreBytes();
   parallel_for(n, kElementGrain,
-               [=](int64_t begin, int64_t end) { RangeKernels<T>::Forward(x, y, begin, end, a); });
+               [=](int64_t begin, int64_t end) { RangeKernels<T>::Forward(x, y, begin, end, a, stream); });
 }
 
 template <typename T>
 void ScaledClampBackward(const T* grad_y, const T* x, T* grad_x, int64_t n, const ScaledClampAttrs& attrs,
                          const ParallelFor& parallel_for) {
   const ScaledClampAttrs a = Narrowed(attrs, std::is_same_v<T, double>);
+  const bool stream = n * static_cast<int64_t>(sizeof(T)) > StreamingStoreBytes();
   parallel_for(n, kElementGrain, [=](int64_t begin, int64_t end) {
-    RangeKernels<T>::Backward(grad_y, x, grad_x, begin, end, a);
+    RangeKernels<T>::Backward(grad_y, x, grad_x, begin, end, a, stream);
   });
 }
 
