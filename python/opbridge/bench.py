@@ -349,37 +349,24 @@ def op_sizes(quick: bool) -> dict[str, list[int]]:
     return {"small": [1, cols], "cache": [64, cols], "dram": [dram_rows, cols]}
 
 
-def time_interleaved(
+def time_back_to_back(
     fns: dict[str, Callable[[], object]], settings: Settings, log, label: str
 ) -> dict[str, list[float]]:
-    """Warms every implementation up, then times them in rounds (one call of
-    each per round), so that load changes on a shared machine hit all of
-    them alike. Returns per-call microseconds by implementation."""
-    ready = {}
+    """Each implementation in turn: its warm-up, then its timed calls.
+    Back to back rather than interleaved: interleaving puts PyTorch's OpenMP
+    workers and ONNX Runtime's pool threads, which both spin for a while
+    after a parallel region, in each other's way on a small machine."""
+    times: dict[str, list[float]] = {}
     for impl, fn in fns.items():
         try:
-            for _ in range(settings.warmup):
-                fn()
-            ready[impl] = fn
+            times[impl] = time_calls(fn, settings.warmup, settings.iters, settings.budget_s)
         except Exception as error:  # an implementation that cannot run this case
             log(f"  {label} {impl}: skipped ({type(error).__name__}: {str(error)[:120]})")
-    times: dict[str, list[float]] = {impl: [] for impl in ready}
-    deadline = time.perf_counter() + settings.budget_s * max(1, len(ready))
-    rounds = 0
-    while ready and (
-        rounds < settings.iters
-        or (time.perf_counter() < deadline and rounds < 100 * settings.iters)
-    ):
-        for impl, fn in ready.items():
-            start = time.perf_counter_ns()
-            fn()
-            times[impl].append((time.perf_counter_ns() - start) / 1e3)
-        rounds += 1
     return times
 
 
 def run_case(label, fns: dict[str, Callable[[], object]], settings, meta, nbytes, log, results):
-    for impl, times in time_interleaved(fns, settings, log, label).items():
+    for impl, times in time_back_to_back(fns, settings, log, label).items():
         median, p99 = summarize(times)
         results.append(
             Result(**meta, impl=impl, median_us=median, p99_us=p99, gbps=nbytes / (median * 1e3))
@@ -490,14 +477,12 @@ def run_benchmark(settings: Settings, log=print) -> dict:
 
 def run_model(settings: Settings, want: set[str], log, results: list[Result]) -> None:
     variants = demo_variants()
-    models = {}
-    example = (torch.randn(2, 4, variants["opbridge_torch"].norm.weight.shape[0]),)
-    if want & set(ORT_IMPLS):
-        for route in ("standard", "custom"):
-            models[route] = export_onnx(
-                variants["opbridge_torch"], example, route, dynamic_batch=True
-            )
     for size_name, shape in settings.model_sizes.items():
+        models = {}
+        if want & set(ORT_IMPLS):
+            example = (torch.randn(shape),)
+            for route in ("standard", "custom"):
+                models[route] = export_onnx(variants["opbridge_torch"], example, route)
         for threads in settings.thread_counts:
             torch.set_num_threads(threads)
             x = torch.randn(shape)

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/checks.h"
+#include "core/dynamic_for.h"
 #include "core/half.h"
 #include "core/simd-inl.h"
 #include "core/simd.h"
@@ -297,7 +298,7 @@ void RmsNormForward(const T* x, const T* weight, const T* bias, T* y, int64_t ro
   if (rows <= 0 || cols <= 0) return;
   const double eps = EffectiveEps<T>(attrs.eps);
   const bool stream = OutputStreams<T>(rows * cols);
-  parallel_for(rows, RowGrain(cols), [=](int64_t begin, int64_t end) {
+  DynamicFor(parallel_for, rows, RowGrain(cols), [=](int64_t begin, int64_t end) {
     RowKernels<T>::Forward(x, weight, bias, y, begin, end, cols, eps, stream);
   });
 }
@@ -324,7 +325,7 @@ void RmsNormBackward(const T* grad_y, const T* x, const T* weight, T* grad_x, T*
   double* pw_all = partial_weight.data();
   double* pb_all = partial_bias.data();
 
-  parallel_for(chunks, 1, [=](int64_t chunk_begin, int64_t chunk_end) {
+  DynamicFor(parallel_for, chunks, 1, [=](int64_t chunk_begin, int64_t chunk_end) {
     for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
       const int64_t row_end = std::min(rows, (chunk + 1) * chunk_rows);
       RowKernels<T>::Backward(grad_y, x, weight, grad_x, pw_all + chunk * cols,

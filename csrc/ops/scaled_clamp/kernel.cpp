@@ -10,6 +10,7 @@
 #include <algorithm>
 
 #include "core/checks.h"
+#include "core/dynamic_for.h"
 #include "core/half.h"
 #include "core/simd-inl.h"
 #include "core/simd.h"
@@ -174,8 +175,8 @@ void ScaledClampForward(const T* x, T* y, int64_t n, const ScaledClampAttrs& att
                         const ParallelFor& parallel_for) {
   const ScaledClampAttrs a = Narrowed(attrs, std::is_same_v<T, double>);
   const bool stream = n * static_cast<int64_t>(sizeof(T)) > StreamingStoreBytes();
-  parallel_for(n, kElementGrain,
-               [=](int64_t begin, int64_t end) { RangeKernels<T>::Forward(x, y, begin, end, a, stream); });
+  DynamicFor(parallel_for, n, kElementGrain,
+             [=](int64_t begin, int64_t end) { RangeKernels<T>::Forward(x, y, begin, end, a, stream); });
 }
 
 template <typename T>
@@ -183,7 +184,7 @@ void ScaledClampBackward(const T* grad_y, const T* x, T* grad_x, int64_t n, cons
                          const ParallelFor& parallel_for) {
   const ScaledClampAttrs a = Narrowed(attrs, std::is_same_v<T, double>);
   const bool stream = n * static_cast<int64_t>(sizeof(T)) > StreamingStoreBytes();
-  parallel_for(n, kElementGrain, [=](int64_t begin, int64_t end) {
+  DynamicFor(parallel_for, n, kElementGrain, [=](int64_t begin, int64_t end) {
     RangeKernels<T>::Backward(grad_y, x, grad_x, begin, end, a, stream);
   });
 }
