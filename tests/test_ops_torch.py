@@ -145,11 +145,13 @@ def test_torch_export(name):
 
 def test_integer_dtype_is_rejected():
     with pytest.raises(
-        RuntimeError, match=r"scaled_clamp.*argument 'x' must be float32 or float64, got int64"
+        RuntimeError,
+        match=r"scaled_clamp.*argument 'x' must be float32, float64, float16 or bfloat16, got int6",
     ):
         opbridge.scaled_clamp(torch.arange(4), 1.0)
     with pytest.raises(
-        RuntimeError, match=r"rms_norm.*argument 'x' must be float32 or float64, got int32"
+        RuntimeError,
+        match=r"rms_norm.*argument 'x' must be float32, float64, float16 or bfloat16, got int32",
     ):
         opbridge.rms_norm(torch.ones(2, 3, dtype=torch.int32), torch.ones(3, dtype=torch.int32))
 

@@ -158,7 +158,7 @@ def test_integer_input_is_a_clear_error():
             output_type=TensorProto.INT32,
         )
     )
-    expected = "argument 'x' must be float32 or float64, got int32"
+    expected = "argument 'x' must be float32, float64, float16 or bfloat16, got int32"
     assert f"scaled_clamp (ONNX opbridge::ScaledClamp): {expected}" in message
 
 

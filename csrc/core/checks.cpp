@@ -21,6 +21,13 @@ Status CheckFloatingDtype(const OpSpec& spec, const char* argument, const std::s
   return ArgError(spec, argument, "must be float32 or float64, got " + given);
 }
 
+Status CheckFloatingOrHalfDtype(const OpSpec& spec, const char* argument, const std::string& given) {
+  if (given == "float32" || given == "float64" || given == "float16" || given == "bfloat16") {
+    return Status::Ok();
+  }
+  return ArgError(spec, argument, "must be float32, float64, float16 or bfloat16, got " + given);
+}
+
 Status CheckAtLeast1d(const OpSpec& spec, const char* argument, const Shape& shape) {
   if (!shape.empty()) return Status::Ok();
   return ArgError(spec, argument, "must have at least 1 dimension, got a 0-d tensor");
@@ -53,6 +60,16 @@ Status CheckInputCount(const OpSpec& spec, const std::vector<TensorInfo>& inputs
 Status CheckFloatingInputs(const OpSpec& spec, const std::vector<TensorInfo>& inputs) {
   OPBRIDGE_RETURN_IF_ERROR(CheckInputCount(spec, inputs));
   OPBRIDGE_RETURN_IF_ERROR(CheckFloatingDtype(spec, spec.inputs[0].name, inputs[0].dtype));
+  for (size_t i = 1; i < inputs.size(); ++i) {
+    if (!inputs[i].present) continue;
+    OPBRIDGE_RETURN_IF_ERROR(CheckSameDtype(spec, spec.inputs[i].name, inputs[i].dtype, inputs[0].dtype));
+  }
+  return Status::Ok();
+}
+
+Status CheckFloatingOrHalfInputs(const OpSpec& spec, const std::vector<TensorInfo>& inputs) {
+  if (inputs.size() != spec.inputs.size()) return CheckFloatingInputs(spec, inputs);
+  OPBRIDGE_RETURN_IF_ERROR(CheckFloatingOrHalfDtype(spec, spec.inputs[0].name, inputs[0].dtype));
   for (size_t i = 1; i < inputs.size(); ++i) {
     if (!inputs[i].present) continue;
     OPBRIDGE_RETURN_IF_ERROR(CheckSameDtype(spec, spec.inputs[i].name, inputs[i].dtype, inputs[0].dtype));

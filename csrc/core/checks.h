@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/half.h"
 #include "core/spec.h"
 #include "core/status.h"
 
@@ -62,6 +63,29 @@ Status DispatchFloating(const OpSpec& spec, const char* argument, const std::str
     return Status::Ok();
   }
   return CheckFloatingDtype(spec, argument, dtype);
+}
+
+// float32, float64, float16 or bfloat16 (16-bit types compute in float32).
+Status CheckFloatingOrHalfDtype(const OpSpec& spec, const char* argument, const std::string& given);
+
+// CheckFloatingInputs for ops that also take float16 / bfloat16.
+Status CheckFloatingOrHalfInputs(const OpSpec& spec, const std::vector<TensorInfo>& inputs);
+
+// Calls body(T{}) for float32 / float64 / float16 (Float16) / bfloat16
+// (BFloat16); an error for any other dtype.
+template <typename Body>
+Status DispatchFloatingOrHalf(const OpSpec& spec, const char* argument, const std::string& dtype,
+                              Body&& body) {
+  if (dtype == "float16") {
+    body(Float16{});
+    return Status::Ok();
+  }
+  if (dtype == "bfloat16") {
+    body(BFloat16{});
+    return Status::Ok();
+  }
+  if (dtype == "float32" || dtype == "float64") return DispatchFloating(spec, argument, dtype, body);
+  return CheckFloatingOrHalfDtype(spec, argument, dtype);
 }
 
 }  // namespace opbridge

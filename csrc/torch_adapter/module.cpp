@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/runtime_checks.h"
+#include "core/simd.h"
 #include "core/spec.h"
 #include "core/version.h"
 
@@ -99,6 +100,20 @@ PYBIND11_MODULE(_C, m) {
         return result;
       },
       py::arg("name"), py::arg("inputs"), py::arg("attrs") = py::none());
+  // SIMD dispatch of the kernels (process-wide; shared with the ONNX Runtime
+  // library when both are loaded, as both use the same Highway runtime).
+  m.def("simd_targets", &opbridge::SimdTargets,
+        "SIMD targets compiled in and supported by this CPU, widest first.");
+  m.def("simd_target", &opbridge::SimdTarget, "The SIMD target the kernels dispatch to now.");
+  m.def("simd_default_target", &opbridge::SimdDefaultTarget,
+        "The SIMD target used when none is forced (see core/simd.h).");
+  m.def(
+      "set_simd_target",
+      [](const std::string& name) {
+        const opbridge::Status status = opbridge::SetSimdTarget(name);
+        if (!status.ok()) throw py::value_error(status.message());
+      },
+      py::arg("name"), "Forces one of simd_targets(); an empty name restores the best.");
   m.def("specs", []() {
     py::list specs;
     for (const opbridge::OpSpec* spec : opbridge::AllSpecs()) specs.append(SpecToDict(*spec));

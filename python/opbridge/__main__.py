@@ -8,6 +8,7 @@ import sys
 
 # Each command is a module with HELP, add_arguments(parser) and run(args) -> exit status.
 COMMANDS = {
+    "bench": "opbridge.bench",
     "demo": "opbridge.demo",
     "docs": "opbridge.docs",
     "doctor": "opbridge.doctor",

@@ -1,24 +1,293 @@
+// rms_norm kernels, vectorized with Highway: compiled once per SIMD target
+// (foreach_target re-includes this file) and dispatched at run time to the
+// best target the CPU supports. Each row is read from memory once: the
+// sum-of-squares pass brings it into cache and the scaling pass re-reads it
+// from there.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "ops/rms_norm/kernel.cpp"
 #include "ops/rms_norm/kernel.h"
+
+#include <hwy/foreach_target.h>  // must come before highway.h
+#include <hwy/highway.h>
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 #include "core/checks.h"
+#include "core/dynamic_for.h"
+#include "core/half.h"
+#include "core/simd-inl.h"
+#include "core/simd.h"
 #include "ops/rms_norm/spec.h"
 
+HWY_BEFORE_NAMESPACE();
 namespace opbridge {
+namespace HWY_NAMESPACE {
+namespace {
+
+namespace hn = hwy::HWY_NAMESPACE;
+using simd::AlignedFor;
+using simd::kMaxLanes;
+using simd::ReadLanes;
+using simd::ReadTail;
+using simd::WriteLanes;
+using simd::WriteLanesStream;
+using simd::WriteTail;
+
+template <typename T>
+using ComputeOf = ComputeType<T>;
+
+// Elements summed in float lanes before the partial sum moves to double:
+// keeps float32 accumulation error far below the float32 tolerances even for
+// very long rows.
+constexpr int64_t kBlock = 1024;
+
+// sum_j a_j * b_j for one row, float lanes flushed to double every kBlock.
+template <typename T>
+void SumSquaresAndDot(const T* x, const T* g, const T* w, int64_t cols, double* sum_squares, double* dot) {
+  using C = ComputeOf<T>;
+  const hn::ScalableTag<C> d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  alignas(64) T buffer[kMaxLanes];
+  double total_sq = 0.0, total_dot = 0.0;
+  int64_t j = 0;
+  const int64_t full = cols - cols % lanes;
+  while (j < full) {
+    const int64_t block_end = std::min(full, j + kBlock);
+    auto s0 = hn::Zero(d), s1 = hn::Zero(d), t0 = hn::Zero(d), t1 = hn::Zero(d);
+    for (; j + 2 * lanes <= block_end; j += 2 * lanes) {
+      const auto x0 = ReadLanes(d, x + j), x1 = ReadLanes(d, x + j + lanes);
+      s0 = hn::MulAdd(x0, x0, s0);
+      s1 = hn::MulAdd(x1, x1, s1);
+      if (g != nullptr) {
+        t0 = hn::MulAdd(hn::Mul(ReadLanes(d, g + j), ReadLanes(d, w + j)), x0, t0);
+        t1 = hn::MulAdd(hn::Mul(ReadLanes(d, g + j + lanes), ReadLanes(d, w + j + lanes)), x1, t1);
+      }
+    }
+    for (; j < block_end; j += lanes) {
+      const auto x0 = ReadLanes(d, x + j);
+      s0 = hn::MulAdd(x0, x0, s0);
+      if (g != nullptr) t0 = hn::MulAdd(hn::Mul(ReadLanes(d, g + j), ReadLanes(d, w + j)), x0, t0);
+    }
+    total_sq += static_cast<double>(hn::GetLane(hn::SumOfLanes(d, hn::Add(s0, s1))));
+    if (g != nullptr) total_dot += static_cast<double>(hn::GetLane(hn::SumOfLanes(d, hn::Add(t0, t1))));
+  }
+  if (j < cols) {
+    const int64_t rest = cols - j;
+    const auto x0 = ReadTail(d, x + j, rest, buffer);
+    total_sq += static_cast<double>(hn::GetLane(hn::SumOfLanes(d, hn::Mul(x0, x0))));
+    if (g != nullptr) {
+      const auto g0 = ReadTail(d, g + j, rest, buffer);
+      const auto w0 = ReadTail(d, w + j, rest, buffer);
+      total_dot += static_cast<double>(hn::GetLane(hn::SumOfLanes(d, hn::Mul(hn::Mul(g0, w0), x0))));
+    }
+  }
+  *sum_squares = total_sq;
+  if (dot != nullptr) *dot = total_dot;
+}
+
+template <typename T>
+void ForwardRows(const T* x, const T* weight, const T* bias, T* y, int64_t row_begin, int64_t row_end,
+                 int64_t cols, double eps, bool stream) {
+  using C = ComputeOf<T>;
+  const hn::ScalableTag<C> d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t full = cols - cols % lanes;
+  alignas(64) T buffer[kMaxLanes];
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const T* xr = x + r * cols;
+    T* yr = y + r * cols;
+    double sum_squares = 0.0;
+    SumSquaresAndDot<T>(xr, nullptr, nullptr, cols, &sum_squares, nullptr);
+    const auto rstd =
+        hn::Set(d, static_cast<C>(1.0 / std::sqrt(sum_squares / static_cast<double>(cols) + eps)));
+    int64_t j = 0;
+    // While this row is scaled from cache, the next row is fetched from
+    // memory, so reads keep flowing during the write phase.
+    const T* next = r + 1 < row_end ? xr + cols : xr;
+    auto row_loop = [&](auto write) {
+      if (bias != nullptr) {
+        for (; j < full; j += lanes) {
+          hwy::Prefetch(next + j);
+          write(hn::MulAdd(hn::Mul(ReadLanes(d, xr + j), rstd), ReadLanes(d, weight + j),
+                           ReadLanes(d, bias + j)),
+                yr + j);
+        }
+      } else {
+        for (; j < full; j += lanes) {
+          hwy::Prefetch(next + j);
+          write(hn::Mul(hn::Mul(ReadLanes(d, xr + j), rstd), ReadLanes(d, weight + j)), yr + j);
+        }
+      }
+    };
+    if (stream && AlignedFor(d, yr)) {
+      row_loop([d](hn::VFromD<decltype(d)> v, T* p) { WriteLanesStream(d, v, p); });
+    } else {
+      row_loop([d](hn::VFromD<decltype(d)> v, T* p) { WriteLanes(d, v, p); });
+    }
+    if (j < cols) {
+      const int64_t rest = cols - j;
+      auto v =
+          hn::Mul(hn::Mul(ReadTail(d, xr + j, rest, buffer), rstd), ReadTail(d, weight + j, rest, buffer));
+      if (bias != nullptr) v = hn::Add(v, ReadTail(d, bias + j, rest, buffer));
+      WriteTail(d, v, yr + j, rest, buffer);
+    }
+  }
+  if (stream) hwy::FlushStream();
+}
+
+// Adds v (compute lanes) into acc[0 .. Lanes(d)) of doubles.
+template <class D>
+void AccumulateDouble(D /*d*/, hn::VFromD<D> v, double* acc) {
+  using C = hn::TFromD<D>;
+  if constexpr (std::is_same_v<C, double>) {
+    const D dd;
+    hn::StoreU(hn::Add(hn::LoadU(dd, acc), v), dd, acc);
+  } else {
+#if HWY_TARGET == HWY_SCALAR
+    const hn::Rebind<double, D> dd;
+    hn::StoreU(hn::Add(hn::LoadU(dd, acc), hn::PromoteTo(dd, v)), dd, acc);
+#else
+    const hn::Repartition<double, D> dd;
+    const hn::Half<D> dh;
+    const int64_t half = static_cast<int64_t>(hn::Lanes(dd));
+    hn::StoreU(hn::Add(hn::LoadU(dd, acc), hn::PromoteTo(dd, hn::LowerHalf(dh, v))), dd, acc);
+    hn::StoreU(hn::Add(hn::LoadU(dd, acc + half), hn::PromoteTo(dd, hn::UpperHalf(dh, v))), dd, acc + half);
+#endif
+  }
+}
+
+// Rows [row_begin, row_end): grad_x, and the rows' weight (and bias)
+// gradient contributions added into the double partials pw (pb).
+template <typename T>
+void BackwardRows(const T* grad_y, const T* x, const T* weight, T* grad_x, double* pw, double* pb,
+                  int64_t row_begin, int64_t row_end, int64_t cols, double eps, bool stream) {
+  using C = ComputeOf<T>;
+  const hn::ScalableTag<C> d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  const int64_t full = cols - cols % lanes;
+  alignas(64) T buffer[kMaxLanes];
+  alignas(64) C gxbuf[kMaxLanes] = {};
+  const double inv_cols = 1.0 / static_cast<double>(cols);
+  for (int64_t r = row_begin; r < row_end; ++r) {
+    const T* xr = x + r * cols;
+    const T* gr = grad_y + r * cols;
+    T* dxr = grad_x + r * cols;
+    double sum_squares = 0.0, dot = 0.0;  // dot = sum_j g_j * w_j * x_j
+    SumSquaresAndDot<T>(xr, gr, weight, cols, &sum_squares, &dot);
+    const double rstd = 1.0 / std::sqrt(sum_squares * inv_cols + eps);
+    const auto rstd_v = hn::Set(d, static_cast<C>(rstd));
+    const auto coef_v = hn::Set(d, static_cast<C>(rstd * rstd * rstd * dot * inv_cols));
+    const bool stream_row = stream && AlignedFor(d, dxr);
+    auto step = [&](const hn::VFromD<decltype(d)> g, const hn::VFromD<decltype(d)> xv,
+                    const hn::VFromD<decltype(d)> w, int64_t j) {
+      // dx = rstd * g * w - coef * x
+      const auto dx = hn::NegMulAdd(coef_v, xv, hn::Mul(rstd_v, hn::Mul(g, w)));
+      if (j + lanes <= cols) {
+        if (stream_row) {
+          WriteLanesStream(d, dx, dxr + j);
+        } else {
+          WriteLanes(d, dx, dxr + j);
+        }
+        AccumulateDouble(d, hn::Mul(hn::Mul(g, xv), rstd_v), pw + j);
+        if (pb != nullptr) AccumulateDouble(d, g, pb + j);
+      } else {
+        const int64_t rest = cols - j;
+        WriteTail(d, dx, dxr + j, rest, buffer);
+        hn::StoreU(hn::Mul(hn::Mul(g, xv), rstd_v), d, gxbuf);
+        for (int64_t k = 0; k < rest; ++k) pw[j + k] += static_cast<double>(gxbuf[k]);
+        if (pb != nullptr) {
+          hn::StoreU(g, d, gxbuf);
+          for (int64_t k = 0; k < rest; ++k) pb[j + k] += static_cast<double>(gxbuf[k]);
+        }
+      }
+    };
+    int64_t j = 0;
+    for (; j < full; j += lanes)
+      step(ReadLanes(d, gr + j), ReadLanes(d, xr + j), ReadLanes(d, weight + j), j);
+    if (j < cols) {
+      const int64_t rest = cols - j;
+      const auto g = ReadTail(d, gr + j, rest, buffer);
+      const auto xv = ReadTail(d, xr + j, rest, buffer);
+      const auto w = ReadTail(d, weight + j, rest, buffer);
+      step(g, xv, w, j);
+    }
+  }
+  if (stream) hwy::FlushStream();
+}
+
+}  // namespace
+
+#define OPBRIDGE_RMS_NORM_ENTRY_POINTS(T, Suffix)                                                            \
+  void RmsNormForwardRows##Suffix(const T* x, const T* weight, const T* bias, T* y, int64_t row_begin,       \
+                                  int64_t row_end, int64_t cols, double eps, bool stream) {                  \
+    ForwardRows<T>(x, weight, bias, y, row_begin, row_end, cols, eps, stream);                               \
+  }                                                                                                          \
+  void RmsNormBackwardRows##Suffix(const T* grad_y, const T* x, const T* weight, T* grad_x, double* pw,      \
+                                   double* pb, int64_t row_begin, int64_t row_end, int64_t cols, double eps, \
+                                   bool stream) {                                                            \
+    BackwardRows<T>(grad_y, x, weight, grad_x, pw, pb, row_begin, row_end, cols, eps, stream);               \
+  }
+OPBRIDGE_RMS_NORM_ENTRY_POINTS(float, F32)
+OPBRIDGE_RMS_NORM_ENTRY_POINTS(double, F64)
+OPBRIDGE_RMS_NORM_ENTRY_POINTS(Float16, F16)
+OPBRIDGE_RMS_NORM_ENTRY_POINTS(BFloat16, BF16)
+#undef OPBRIDGE_RMS_NORM_ENTRY_POINTS
+
+}  // namespace HWY_NAMESPACE
+}  // namespace opbridge
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace opbridge {
+
+HWY_EXPORT(RmsNormForwardRowsF32);
+HWY_EXPORT(RmsNormForwardRowsF64);
+HWY_EXPORT(RmsNormForwardRowsF16);
+HWY_EXPORT(RmsNormForwardRowsBF16);
+HWY_EXPORT(RmsNormBackwardRowsF32);
+HWY_EXPORT(RmsNormBackwardRowsF64);
+HWY_EXPORT(RmsNormBackwardRowsF16);
+HWY_EXPORT(RmsNormBackwardRowsBF16);
 
 namespace {
 
 template <typename T>
-double InverseRms(const T* row, int64_t cols, double eps) {
-  double sum_squares = 0.0;
-  for (int64_t j = 0; j < cols; ++j) {
-    const double v = static_cast<double>(row[j]);
-    sum_squares += v * v;
-  }
-  return 1.0 / std::sqrt(sum_squares / static_cast<double>(cols) + eps);
+struct RowKernels;
+#define OPBRIDGE_RMS_NORM_ROW_KERNELS(T, Suffix)                                                          \
+  template <>                                                                                             \
+  struct RowKernels<T> {                                                                                  \
+    static void Forward(const T* x, const T* weight, const T* bias, T* y, int64_t row_begin,              \
+                        int64_t row_end, int64_t cols, double eps, bool stream) {                         \
+      OPBRIDGE_DYNAMIC_DISPATCH(RmsNormForwardRows##Suffix)                                               \
+      (x, weight, bias, y, row_begin, row_end, cols, eps, stream);                                        \
+    }                                                                                                     \
+    static void Backward(const T* grad_y, const T* x, const T* weight, T* grad_x, double* pw, double* pb, \
+                         int64_t row_begin, int64_t row_end, int64_t cols, double eps, bool stream) {     \
+      OPBRIDGE_DYNAMIC_DISPATCH(RmsNormBackwardRows##Suffix)                                              \
+      (grad_y, x, weight, grad_x, pw, pb, row_begin, row_end, cols, eps, stream);                         \
+    }                                                                                                     \
+  };
+OPBRIDGE_RMS_NORM_ROW_KERNELS(float, F32)
+OPBRIDGE_RMS_NORM_ROW_KERNELS(double, F64)
+OPBRIDGE_RMS_NORM_ROW_KERNELS(Float16, F16)
+OPBRIDGE_RMS_NORM_ROW_KERNELS(BFloat16, BF16)
+#undef OPBRIDGE_RMS_NORM_ROW_KERNELS
+
+// eps as the kernel's element type sees it (a float16 eps of 1e-6 is not 0:
+// 16-bit inputs compute in float32, so eps is rounded to float32).
+template <typename T>
+double EffectiveEps(double eps) {
+  return static_cast<double>(static_cast<ComputeType<T>>(eps));
+}
+
+// An output that does not fit in the last-level cache is written with
+// non-temporal stores (float32 / float64 outputs only).
+template <typename T>
+bool OutputStreams(int64_t elements) {
+  return elements * static_cast<int64_t>(sizeof(T)) > StreamingStoreBytes();
 }
 
 }  // namespace
@@ -27,18 +296,10 @@ template <typename T>
 void RmsNormForward(const T* x, const T* weight, const T* bias, T* y, int64_t rows, int64_t cols,
                     const RmsNormAttrs& attrs, const ParallelFor& parallel_for) {
   if (rows <= 0 || cols <= 0) return;
-  const double eps = static_cast<double>(static_cast<T>(attrs.eps));
-  parallel_for(rows, RowGrain(cols), [=](int64_t begin, int64_t end) {
-    for (int64_t r = begin; r < end; ++r) {
-      const T* xr = x + r * cols;
-      T* yr = y + r * cols;
-      const T rstd = static_cast<T>(InverseRms(xr, cols, eps));
-      if (bias != nullptr) {
-        for (int64_t j = 0; j < cols; ++j) yr[j] = (xr[j] * rstd) * weight[j] + bias[j];
-      } else {
-        for (int64_t j = 0; j < cols; ++j) yr[j] = (xr[j] * rstd) * weight[j];
-      }
-    }
+  const double eps = EffectiveEps<T>(attrs.eps);
+  const bool stream = OutputStreams<T>(rows * cols);
+  DynamicFor(parallel_for, rows, RowGrain(cols), [=](int64_t begin, int64_t end) {
+    RowKernels<T>::Forward(x, weight, bias, y, begin, end, cols, eps, stream);
   });
 }
 
@@ -47,47 +308,29 @@ void RmsNormBackward(const T* grad_y, const T* x, const T* weight, T* grad_x, T*
                      int64_t rows, int64_t cols, const RmsNormAttrs& attrs, const ParallelFor& parallel_for) {
   if (cols <= 0) return;
   if (rows <= 0) {
-    std::fill(grad_weight, grad_weight + cols, T(0));
-    if (grad_bias != nullptr) std::fill(grad_bias, grad_bias + cols, T(0));
+    std::fill(grad_weight, grad_weight + cols, FromFloat<T>(0.0f));
+    if (grad_bias != nullptr) std::fill(grad_bias, grad_bias + cols, FromFloat<T>(0.0f));
     return;
   }
-  const double eps = static_cast<double>(static_cast<T>(attrs.eps));
-  const double inv_cols = 1.0 / static_cast<double>(cols);
+  const double eps = EffectiveEps<T>(attrs.eps);
   // Rows are split into a fixed number of chunks (a function of the shape,
   // not of the thread count), each with its own partial weight/bias
   // gradients, so results are identical whatever the parallelism.
   const int64_t chunk_rows = std::max<int64_t>(RowGrain(cols), (rows + 63) / 64);
   const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
   const bool want_bias = grad_bias != nullptr;
+  const bool stream = OutputStreams<T>(rows * cols);
   std::vector<double> partial_weight(static_cast<size_t>(chunks * cols), 0.0);
   std::vector<double> partial_bias(want_bias ? static_cast<size_t>(chunks * cols) : 0, 0.0);
   double* pw_all = partial_weight.data();
   double* pb_all = partial_bias.data();
 
-  parallel_for(chunks, 1, [=](int64_t chunk_begin, int64_t chunk_end) {
+  DynamicFor(parallel_for, chunks, 1, [=](int64_t chunk_begin, int64_t chunk_end) {
     for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
-      double* pw = pw_all + chunk * cols;
-      double* pb = want_bias ? pb_all + chunk * cols : nullptr;
       const int64_t row_end = std::min(rows, (chunk + 1) * chunk_rows);
-      for (int64_t r = chunk * chunk_rows; r < row_end; ++r) {
-        const T* xr = x + r * cols;
-        const T* gr = grad_y + r * cols;
-        T* dxr = grad_x + r * cols;
-        const double rstd = InverseRms(xr, cols, eps);
-        double dot = 0.0;  // sum_j (g_j * w_j) * x_j
-        for (int64_t j = 0; j < cols; ++j) {
-          const double g = static_cast<double>(gr[j]);
-          const double xv = static_cast<double>(xr[j]);
-          dot += g * static_cast<double>(weight[j]) * xv;
-          pw[j] += g * xv * rstd;
-          if (pb != nullptr) pb[j] += g;
-        }
-        const double coef = rstd * rstd * rstd * dot * inv_cols;
-        for (int64_t j = 0; j < cols; ++j) {
-          const double gw = static_cast<double>(gr[j]) * static_cast<double>(weight[j]);
-          dxr[j] = static_cast<T>(rstd * gw - coef * static_cast<double>(xr[j]));
-        }
-      }
+      RowKernels<T>::Backward(grad_y, x, weight, grad_x, pw_all + chunk * cols,
+                              want_bias ? pb_all + chunk * cols : nullptr, chunk * chunk_rows, row_end, cols,
+                              eps, stream);
     }
   });
 
@@ -98,8 +341,8 @@ void RmsNormBackward(const T* grad_y, const T* x, const T* weight, T* grad_x, T*
       w_sum += pw_all[chunk * cols + j];
       if (want_bias) b_sum += pb_all[chunk * cols + j];
     }
-    grad_weight[j] = static_cast<T>(w_sum);
-    if (want_bias) grad_bias[j] = static_cast<T>(b_sum);
+    grad_weight[j] = FromDouble<T>(w_sum);
+    if (want_bias) grad_bias[j] = FromDouble<T>(b_sum);
   }
 }
 
@@ -110,6 +353,8 @@ void RmsNormBackward(const T* grad_y, const T* x, const T* weight, T* grad_x, T*
                                    const RmsNormAttrs&, const ParallelFor&);
 OPBRIDGE_INSTANTIATE(float)
 OPBRIDGE_INSTANTIATE(double)
+OPBRIDGE_INSTANTIATE(Float16)
+OPBRIDGE_INSTANTIATE(BFloat16)
 #undef OPBRIDGE_INSTANTIATE
 
 Status LaunchRmsNorm(const KernelArgs& args) {
@@ -117,7 +362,7 @@ Status LaunchRmsNorm(const KernelArgs& args) {
   const int64_t cols = x_shape.back();
   const int64_t rows = cols == 0 ? 0 : NumElements(x_shape) / cols;
   const RmsNormAttrs attrs{args.attrs[0].number};
-  return DispatchFloating(kRmsNormSpec, "x", args.input_infos[0].dtype, [&](auto tag) {
+  return DispatchFloatingOrHalf(kRmsNormSpec, "x", args.input_infos[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     RmsNormForward<T>(static_cast<const T*>(args.inputs[0]), static_cast<const T*>(args.inputs[1]),
                       static_cast<const T*>(args.inputs[2]), static_cast<T*>(args.outputs[0]), rows, cols,
@@ -126,3 +371,4 @@ Status LaunchRmsNorm(const KernelArgs& args) {
 }
 
 }  // namespace opbridge
+#endif  // HWY_ONCE

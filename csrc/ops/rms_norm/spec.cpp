@@ -7,7 +7,7 @@ namespace opbridge {
 // x has at least one dimension; weight and (when present) bias are
 // [x.shape[-1]] of x's dtype; y has x's shape and dtype.
 Status InferRmsNorm(const std::vector<TensorInfo>& inputs, std::vector<TensorInfo>* outputs) {
-  OPBRIDGE_RETURN_IF_ERROR(CheckFloatingInputs(kRmsNormSpec, inputs));
+  OPBRIDGE_RETURN_IF_ERROR(CheckFloatingOrHalfInputs(kRmsNormSpec, inputs));
   const TensorInfo& x = inputs[0];
   OPBRIDGE_RETURN_IF_ERROR(CheckAtLeast1d(kRmsNormSpec, "x", x.shape));
   OPBRIDGE_RETURN_IF_ERROR(CheckVectorOfLastDim(kRmsNormSpec, "weight", inputs[1].shape, x.shape));

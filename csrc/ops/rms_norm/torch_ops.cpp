@@ -51,13 +51,16 @@ std::tuple<at::Tensor, at::Tensor, at::Tensor> RmsNormBackwardCpu(const at::Tens
   at::Tensor grad_x = at::empty(xc.sizes(), xc.options());
   at::Tensor grad_weight = at::empty({cols}, w.options());
   at::Tensor grad_bias = at::empty({bias_grad ? cols : 0}, w.options());
-  torch_adapter::ThrowIfError(DispatchFloating(kRmsNormSpec, "x", DtypeName(x.scalar_type()), [&](auto tag) {
-    using T = decltype(tag);
-    RmsNormBackward<T>(g.const_data_ptr<T>(), xc.const_data_ptr<T>(), w.const_data_ptr<T>(),
-                       grad_x.mutable_data_ptr<T>(), grad_weight.mutable_data_ptr<T>(),
-                       bias_grad ? grad_bias.mutable_data_ptr<T>() : nullptr, rows, cols, RmsNormAttrs{eps},
-                       torch_adapter::TorchParallelFor());
-  }));
+  torch_adapter::ThrowIfError(
+      DispatchFloatingOrHalf(kRmsNormSpec, "x", DtypeName(x.scalar_type()), [&](auto tag) {
+        using T = decltype(tag);
+        RmsNormBackward<T>(
+            static_cast<const T*>(g.const_data_ptr()), static_cast<const T*>(xc.const_data_ptr()),
+            static_cast<const T*>(w.const_data_ptr()), static_cast<T*>(grad_x.mutable_data_ptr()),
+            static_cast<T*>(grad_weight.mutable_data_ptr()),
+            bias_grad ? static_cast<T*>(grad_bias.mutable_data_ptr()) : nullptr, rows, cols,
+            RmsNormAttrs{eps}, torch_adapter::TorchParallelFor());
+      }));
   return {grad_x, grad_weight, grad_bias};
 }
 
@@ -102,6 +105,17 @@ class RmsNormFunction : public torch::autograd::Function<RmsNormFunction> {
 
 at::Tensor RmsNormAutograd(const at::Tensor& x, const at::Tensor& weight,
                            const std::optional<at::Tensor>& bias, double eps) {
+  // Without anything to differentiate, skip the autograd node: it is most of
+  // the cost of a call on a small input.
+  const bool bias_grad = bias.has_value() && bias->defined() && bias->requires_grad();
+  if (!at::GradMode::is_enabled() || !(x.requires_grad() || weight.requires_grad() || bias_grad)) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("opbridge::rms_norm", "")
+                         .typed<at::Tensor(const at::Tensor&, const at::Tensor&,
+                                           const std::optional<at::Tensor>&, double)>();
+    return op.call(x, weight, bias, eps);
+  }
   return RmsNormFunction::apply(x, weight, bias, eps);
 }
 

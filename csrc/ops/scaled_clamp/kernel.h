@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "core/half.h"
 #include "core/parallel.h"
 
 namespace opbridge {
@@ -13,7 +14,9 @@ struct ScaledClampAttrs {
   double max_val;
 };
 
-// x and y hold n contiguous elements. NaN propagates as in torch.clamp.
+// x and y hold n contiguous elements; T is float, double, Float16 or
+// BFloat16 (16-bit types compute in float32). One vectorized pass. NaN
+// propagates as in torch.clamp.
 template <typename T>
 void ScaledClampForward(const T* x, T* y, int64_t n, const ScaledClampAttrs& attrs,
                         const ParallelFor& parallel_for);

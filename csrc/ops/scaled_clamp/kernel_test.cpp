@@ -221,7 +221,7 @@ TEST(ScaledClampInfer, RejectsInt32WithFullMessage) {
   const std::string& message = status.message();
   EXPECT_NE(message.find("scaled_clamp"), std::string::npos) << message;
   EXPECT_NE(message.find("'x'"), std::string::npos) << message;
-  EXPECT_NE(message.find("float32 or float64"), std::string::npos) << message;
+  EXPECT_NE(message.find("float32, float64, float16 or bfloat16"), std::string::npos) << message;
   EXPECT_NE(message.find("int32"), std::string::npos) << message;
 }
 

@@ -34,24 +34,25 @@ void CheckGrad(const at::Tensor& grad_y, const at::Tensor& x) {
 at::Tensor ScaledClampBackwardCpu(const at::Tensor& grad_y, const at::Tensor& x, double scale, double min_val,
                                   double max_val) {
   torch_adapter::ThrowIfError(
-      CheckFloatingDtype(kScaledClampSpec, "x", torch_adapter::DtypeName(x.scalar_type())));
+      CheckFloatingOrHalfDtype(kScaledClampSpec, "x", torch_adapter::DtypeName(x.scalar_type())));
   CheckGrad(grad_y, x);
   const at::Tensor g = grad_y.contiguous();
   const at::Tensor xc = x.contiguous();
   at::Tensor grad_x = at::empty(xc.sizes(), xc.options());
   const ScaledClampAttrs attrs{scale, min_val, max_val};
   torch_adapter::ThrowIfError(
-      DispatchFloating(kScaledClampSpec, "x", torch_adapter::DtypeName(x.scalar_type()), [&](auto tag) {
+      DispatchFloatingOrHalf(kScaledClampSpec, "x", torch_adapter::DtypeName(x.scalar_type()), [&](auto tag) {
         using T = decltype(tag);
-        ScaledClampBackward<T>(g.const_data_ptr<T>(), xc.const_data_ptr<T>(), grad_x.mutable_data_ptr<T>(),
-                               xc.numel(), attrs, torch_adapter::TorchParallelFor());
+        ScaledClampBackward<T>(
+            static_cast<const T*>(g.const_data_ptr()), static_cast<const T*>(xc.const_data_ptr()),
+            static_cast<T*>(grad_x.mutable_data_ptr()), xc.numel(), attrs, torch_adapter::TorchParallelFor());
       }));
   return grad_x;
 }
 
 at::Tensor ScaledClampBackwardMeta(const at::Tensor& grad_y, const at::Tensor& x, double, double, double) {
   torch_adapter::ThrowIfError(
-      CheckFloatingDtype(kScaledClampSpec, "x", torch_adapter::DtypeName(x.scalar_type())));
+      CheckFloatingOrHalfDtype(kScaledClampSpec, "x", torch_adapter::DtypeName(x.scalar_type())));
   CheckGrad(grad_y, x);
   return at::empty_symint(x.sym_sizes(), x.options());
 }
@@ -84,6 +85,15 @@ class ScaledClampFunction : public torch::autograd::Function<ScaledClampFunction
 };
 
 at::Tensor ScaledClampAutograd(const at::Tensor& x, double scale, double min_val, double max_val) {
+  // Without anything to differentiate, skip the autograd node (most of the
+  // cost of a call on a small input).
+  if (!at::GradMode::is_enabled() || !x.requires_grad()) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    static auto op = c10::Dispatcher::singleton()
+                         .findSchemaOrThrow("opbridge::scaled_clamp", "")
+                         .typed<at::Tensor(const at::Tensor&, double, double, double)>();
+    return op.call(x, scale, min_val, max_val);
+  }
   return ScaledClampFunction::apply(x, scale, min_val, max_val);
 }
 

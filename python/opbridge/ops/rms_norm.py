@@ -16,7 +16,7 @@ def rms_norm(
     """RMS normalization over the last dimension of ``x``.
 
     ``weight`` (and ``bias`` when given) are 1-D with ``x.shape[-1]`` elements
-    and ``x``'s dtype (float32 or float64).
+    and ``x``'s dtype (float32, float64, float16 or bfloat16).
     """
     return torch.ops.opbridge.rms_norm.default(x, weight, bias, eps)
 

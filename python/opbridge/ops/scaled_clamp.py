@@ -12,7 +12,7 @@ def scaled_clamp(
 ) -> torch.Tensor:
     """``clamp(x * scale, min_val, max_val)`` in one pass (ReLU6 with a scale).
 
-    float32 or float64 input of any shape; NaN propagates as in ``torch.clamp``.
+    float32, float64, float16 or bfloat16 input of any shape; NaN propagates as in ``torch.clamp``.
     """
     return torch.ops.opbridge.scaled_clamp.default(x, scale, min_val, max_val)
 

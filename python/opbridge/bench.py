@@ -1,0 +1,652 @@
+"""Benchmark: opbridge's operators and the demo model against what a user
+would pick instead, measured side by side in one process on the same inputs.
+
+Implementations (names are stable; they appear in ``--json`` output):
+
+- ``torch_composite``: the operator's formula in eager PyTorch.
+- ``torch_builtin``: PyTorch's own operator (``F.rms_norm``; ``torch.clamp``
+  in place on ``x * scale``; ``torch.nn.RMSNorm`` in the model).
+- ``torch_compile``: inductor on the composite (compiled and warmed up before
+  timing).
+- ``opbridge_torch``: ``torch.ops.opbridge.*``.
+- ``ort_standard``: the standard ONNX route at ORT_ENABLE_ALL (ONNX Runtime's
+  own fusions apply); ``ort_standard_nofusion``: the same at ORT_DISABLE_ALL;
+  ``ort_custom``: the custom route (``opbridge`` domain nodes).
+
+Every case runs at one thread and at all threads (``torch.set_num_threads``
+and ONNX Runtime's ``intra_op_num_threads``), after a warm-up, reporting the
+median and p99 of single calls. A memory-copy measured in the same run gives
+the machine's practical bandwidth; each result's GB/s counts the bytes the
+operation must move at least (inputs read once, outputs written once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import math
+import os
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import opbridge
+from opbridge import _C
+
+HELP = "benchmark the operators and the demo model against PyTorch and ONNX Runtime alternatives"
+
+TORCH_IMPLS = ("torch_composite", "torch_builtin", "torch_compile", "opbridge_torch")
+ORT_IMPLS = ("ort_standard", "ort_standard_nofusion", "ort_custom")
+IMPLS = TORCH_IMPLS + ORT_IMPLS
+DTYPES = {
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+}
+EPS = 1e-6
+SCALE, MIN_VAL, MAX_VAL = 0.5, 0.0, 6.0
+
+
+@dataclass
+class Result:
+    op: str
+    shape: list[int]
+    dtype: str
+    threads: int
+    # "fwd" or "fwd+bwd"
+    pass_: str
+    impl: str
+    median_us: float
+    p99_us: float
+    gbps: float
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["pass"] = data.pop("pass_")
+        return data
+
+
+# ---------------------------------------------------------------- machine
+
+
+def last_level_cache_bytes() -> int:
+    """Largest CPU cache of cpu0 (sysfs), 32 MiB when unknown."""
+    best = 0
+    for index in Path("/sys/devices/system/cpu/cpu0/cache").glob("index*"):
+        with contextlib.suppress(OSError, ValueError):
+            text = (index / "size").read_text().strip().upper()
+            scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1], 1)
+            best = max(best, int(text.rstrip("KMG")) * scale)
+    return best or 32 << 20
+
+
+def machine_description() -> str:
+    model = platform.processor() or "unknown CPU"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    return (
+        f"{model}, {os.cpu_count()} logical CPUs, LLC {last_level_cache_bytes() >> 20} MiB, "
+        f"SIMD target {_C.simd_target()}, torch {torch.__version__}"
+    )
+
+
+def tune_allocator() -> str:
+    """Keeps freed large blocks in glibc's heap instead of returning them to
+    the OS, so a 100 MB output is not page-faulted in anew on every call.
+    ONNX Runtime's arena already reuses memory; without this, eager PyTorch
+    (every torch_* and opbridge_torch result) spends most of a DRAM-sized
+    call in the kernel's page-fault handler, which measures the allocator
+    rather than the operator. A caching malloc (jemalloc, tcmalloc) does the
+    same for a deployment."""
+    import ctypes
+
+    m_trim_threshold, m_mmap_max = -1, -4
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return "default (glibc not found)"
+    ok = libc.mallopt(m_mmap_max, 0) == 1 and libc.mallopt(m_trim_threshold, 2**31 - 1) == 1
+    return "glibc, freed blocks kept (mallopt)" if ok else "default (mallopt refused)"
+
+
+# ---------------------------------------------------------------- timing
+
+
+def time_calls(fn: Callable[[], object], warmup: int, iters: int, budget_s: float) -> list[float]:
+    """Per-call times in microseconds: ``warmup`` untimed calls, then at
+    least ``iters`` timed ones (more while under ``budget_s``)."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    deadline = time.perf_counter() + budget_s
+    while len(times) < iters or (time.perf_counter() < deadline and len(times) < 100 * iters):
+        start = time.perf_counter_ns()
+        fn()
+        times.append((time.perf_counter_ns() - start) / 1e3)
+    return times
+
+
+def summarize(times: list[float]) -> tuple[float, float]:
+    ordered = sorted(times)
+    p99 = ordered[min(len(ordered) - 1, math.ceil(0.99 * len(ordered)) - 1)]
+    return statistics.median(ordered), p99
+
+
+def measure_copy_gbps(nbytes: int, warmup: int, iters: int) -> float:
+    """Read+write GB/s of a large tensor copy at the current thread count."""
+    src = torch.ones(nbytes // 4, dtype=torch.float32)
+    dst = torch.empty_like(src)
+    median, _ = summarize(
+        time_calls(lambda: dst.copy_(src), max(3, warmup // 10), max(10, iters), 0.5)
+    )
+    return 2 * nbytes / (median * 1e3)
+
+
+# ---------------------------------------------------------------- operators
+
+
+def rms_norm_composite(x, weight, eps: float = EPS):
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
+
+def scaled_clamp_composite(
+    x, scale: float = SCALE, min_val: float = MIN_VAL, max_val: float = MAX_VAL
+):
+    return torch.clamp(x * scale, min_val, max_val)
+
+
+class OpCase:
+    """One operator: its implementations, inputs and the bytes a pass must move."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def inputs(self, shape, dtype, requires_grad=False):
+        generator = torch.Generator().manual_seed(0)
+        x = torch.randn(shape, generator=generator, dtype=torch.float32).to(dtype)
+        x.requires_grad_(requires_grad)
+        if self.name == "rms_norm":
+            w = (1 + 0.1 * torch.randn(shape[-1], generator=generator)).to(dtype)
+            w.requires_grad_(requires_grad)
+            return (x, w)
+        return (x,)
+
+    def torch_fn(self, impl: str) -> Callable:
+        composite = rms_norm_composite if self.name == "rms_norm" else scaled_clamp_composite
+        if impl == "torch_composite":
+            return composite
+        if impl == "torch_compile":
+            return fresh_compile(composite)
+        if self.name == "rms_norm":
+            if impl == "torch_builtin":
+                return lambda x, w: F.rms_norm(x, (x.shape[-1],), w, EPS)
+            return lambda x, w: opbridge.rms_norm(x, w, None, EPS)
+        if impl == "torch_builtin":
+            return lambda x: torch.mul(x, SCALE).clamp_(MIN_VAL, MAX_VAL)
+        return lambda x: opbridge.scaled_clamp(x, SCALE, MIN_VAL, MAX_VAL)
+
+    def module(self) -> nn.Module:
+        if self.name == "rms_norm":
+
+            class Norm(nn.Module):
+                def forward(self, x, w):
+                    return opbridge.rms_norm(x, w, None, EPS)
+
+            return Norm()
+
+        class Clamp(nn.Module):
+            def forward(self, x):
+                return opbridge.scaled_clamp(x, SCALE, MIN_VAL, MAX_VAL)
+
+        return Clamp()
+
+    def min_bytes(self, shape, dtype, pass_: str) -> int:
+        size = math.prod(shape) * DTYPES[dtype].itemsize
+        # fwd: read x, write y. fwd+bwd adds: read grad_y and x, write grad_x.
+        return 2 * size if pass_ == "fwd" else 5 * size
+
+
+# ---------------------------------------------------------------- ONNX Runtime
+
+
+def export_onnx(module: nn.Module, args: tuple, route: str, dynamic_batch: bool = False) -> bytes:
+    """Exports with the legacy exporter (quick); optionally with a dynamic
+    first dimension of the first input."""
+    names = [f"input_{i}" for i in range(len(args))]
+    dynamic_axes = {names[0]: {0: "batch"}} if dynamic_batch else None
+    with contextlib.redirect_stdout(io.StringIO()):
+        proto = opbridge.onnx.export(
+            module,
+            args,
+            route=route,
+            dynamo=False,
+            input_names=names,
+            output_names=["y"],
+            dynamic_axes=dynamic_axes,
+        )
+    return proto.SerializeToString()
+
+
+def ort_session(model: bytes, impl: str, threads: int):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.graph_optimization_level = (
+        ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        if impl == "ort_standard_nofusion"
+        else ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    )
+    return opbridge.ort.InferenceSession(model, sess_options=options)
+
+
+def ort_runner(session, args: tuple) -> Callable[[], object]:
+    feed = {
+        meta.name: a.detach().numpy() for meta, a in zip(session.get_inputs(), args, strict=True)
+    }
+    return lambda: session.run(None, feed)
+
+
+# ---------------------------------------------------------------- demo model
+
+
+def demo_variants():
+    """The demo model with its opbridge modules swapped for each alternative."""
+    from opbridge.demo import build_demo
+
+    class CompositeNorm(nn.Module):
+        def __init__(self, source):
+            super().__init__()
+            self.weight, self.bias, self.eps = source.weight, source.bias, source.eps
+
+        def forward(self, x):
+            y = rms_norm_composite(x, self.weight, self.eps)
+            return y + self.bias if self.bias is not None else y
+
+    class BuiltinNorm(nn.Module):
+        def __init__(self, source):
+            super().__init__()
+            self.norm = nn.RMSNorm(source.weight.shape[0], eps=source.eps)
+            self.norm.weight = source.weight
+            self.bias = source.bias
+
+        def forward(self, x):
+            y = self.norm(x)
+            return y + self.bias if self.bias is not None else y
+
+    class CompositeClamp(nn.Module):
+        def __init__(self, source):
+            super().__init__()
+            self.scale, self.min_val, self.max_val = source.scale, source.min_val, source.max_val
+
+        def forward(self, x):
+            return torch.clamp(x * self.scale, self.min_val, self.max_val)
+
+    class BuiltinClamp(CompositeClamp):
+        def forward(self, x):
+            return torch.mul(x, self.scale).clamp_(self.min_val, self.max_val)
+
+    def swapped(model, norm_cls, clamp_cls):
+        import copy
+
+        model = copy.deepcopy(model)
+        for parent in list(model.modules()):
+            for name, child in list(parent.named_children()):
+                if isinstance(child, opbridge.nn.RMSNorm):
+                    setattr(parent, name, norm_cls(child))
+                elif isinstance(child, opbridge.nn.ScaledClamp):
+                    setattr(parent, name, clamp_cls(child))
+        return model
+
+    model, _ = build_demo()
+    composite = swapped(model, CompositeNorm, CompositeClamp)
+    return {
+        "opbridge_torch": model,
+        "torch_composite": composite,
+        "torch_builtin": swapped(model, BuiltinNorm, BuiltinClamp),
+        "torch_compile": torch.compile(composite, dynamic=False),
+    }
+
+
+# ---------------------------------------------------------------- runner
+
+
+@dataclass
+class Settings:
+    thread_counts: list[int]
+    dtypes: list[str]
+    ops: list[str]
+    sizes: dict[str, list[int]]
+    model_sizes: dict[str, list[int]]
+    warmup: int
+    iters: int
+    budget_s: float
+    backward: bool
+    impls: list[str]
+
+
+def op_sizes(quick: bool) -> dict[str, list[int]]:
+    if quick:
+        return {"small": [1, 64], "cache": [8, 256]}
+    llc = last_level_cache_bytes()
+    cols = 4096
+    dram_rows = math.ceil(4 * llc / (cols * 4) / 64) * 64  # x alone >= 4x LLC in float32
+    return {"small": [1, cols], "cache": [64, cols], "dram": [dram_rows, cols]}
+
+
+def time_back_to_back(
+    fns: dict[str, Callable[[], object]], settings: Settings, log, label: str
+) -> dict[str, list[float]]:
+    """Each implementation in turn: its warm-up, then its timed calls.
+    Back to back rather than interleaved: interleaving puts PyTorch's OpenMP
+    workers and ONNX Runtime's pool threads, which both spin for a while
+    after a parallel region, in each other's way on a small machine."""
+    times: dict[str, list[float]] = {}
+    for impl, fn in fns.items():
+        try:
+            times[impl] = time_calls(fn, settings.warmup, settings.iters, settings.budget_s)
+        except Exception as error:  # an implementation that cannot run this case
+            log(f"  {label} {impl}: skipped ({type(error).__name__}: {str(error)[:120]})")
+    return times
+
+
+def run_case(label, fns: dict[str, Callable[[], object]], settings, meta, nbytes, log, results):
+    for impl, times in time_back_to_back(fns, settings, log, label).items():
+        median, p99 = summarize(times)
+        results.append(
+            Result(**meta, impl=impl, median_us=median, p99_us=p99, gbps=nbytes / (median * 1e3))
+        )
+        log(f"  {label} {impl}: median {median:.1f} us, p99 {p99:.1f} us")
+
+
+def fresh_compile(fn: Callable) -> Callable:
+    """torch.compile with no compiled code left from earlier cases (dynamo
+    caches per Python function and would hit its recompile limit)."""
+    torch._dynamo.reset()
+    return torch.compile(fn, dynamic=False)
+
+
+def fwd_bwd(fn, args):
+    grad = torch.ones_like(args[0])
+
+    def step():
+        for a in args:
+            a.grad = None
+        fn(*args).backward(grad)
+
+    return step
+
+
+def run_benchmark(settings: Settings, log=print) -> dict:
+    results: list[Result] = []
+    max_threads = max(settings.thread_counts)
+    torch.set_num_threads(max_threads)
+    copy_bytes = max(64 << 20, 2 * math.prod(max(settings.sizes.values(), key=math.prod)) * 4)
+    copy_gbps = measure_copy_gbps(copy_bytes, settings.warmup, settings.iters)
+    log(f"copy bandwidth ({max_threads} threads): {copy_gbps:.1f} GB/s")
+    copy_args = (copy_bytes, settings.warmup, settings.iters)
+    want = set(settings.impls)
+
+    for op_name in settings.ops:
+        case = OpCase(op_name)
+        for dtype in settings.dtypes:
+            for size_name, shape in settings.sizes.items():
+                models = {}
+                if want & set(ORT_IMPLS):
+                    # Static shapes, as a deployed model would usually have.
+                    example = case.inputs(shape, DTYPES[dtype])
+                    for route in ("standard", "custom"):
+                        try:
+                            models[route] = export_onnx(case.module(), example, route)
+                        except Exception as error:
+                            log(f"  export {op_name} {dtype} {route}: failed ({error})")
+                for threads in settings.thread_counts:
+                    torch.set_num_threads(threads)
+                    args = case.inputs(shape, DTYPES[dtype])
+                    meta = dict(op=op_name, shape=shape, dtype=dtype, threads=threads)
+                    fns = {}
+                    for impl in TORCH_IMPLS:
+                        if impl in want:
+                            fn = case.torch_fn(impl)
+                            fns[impl] = lambda fn=fn, args=args: fn(*args)
+                    for impl in ORT_IMPLS:
+                        route = "custom" if impl == "ort_custom" else "standard"
+                        if impl in want and route in models:
+                            try:
+                                fns[impl] = ort_runner(
+                                    ort_session(models[route], impl, threads), args
+                                )
+                            except Exception as error:
+                                log(f"  {op_name} {dtype} {impl}: no session ({error})")
+                    label = f"{op_name} {size_name} {shape} {dtype} {threads}t fwd"
+                    with torch.no_grad():
+                        run_case(
+                            label,
+                            fns,
+                            settings,
+                            {**meta, "pass_": "fwd"},
+                            case.min_bytes(shape, dtype, "fwd"),
+                            log,
+                            results,
+                        )
+                    fns = {}
+                    if settings.backward:
+                        grad_args = case.inputs(shape, DTYPES[dtype], requires_grad=True)
+                        for impl in TORCH_IMPLS:
+                            if impl in want:
+                                fns[impl] = fwd_bwd(case.torch_fn(impl), grad_args)
+                        label = f"{op_name} {size_name} {shape} {dtype} {threads}t fwd+bwd"
+                        run_case(
+                            label,
+                            fns,
+                            settings,
+                            {**meta, "pass_": "fwd+bwd"},
+                            case.min_bytes(shape, dtype, "fwd+bwd"),
+                            log,
+                            results,
+                        )
+
+    if settings.model_sizes:
+        run_model(settings, want, log, results)
+    torch.set_num_threads(max_threads)
+    # The practical limit: the better of the copies at the start and the end.
+    copy_gbps = max(copy_gbps, measure_copy_gbps(*copy_args))
+    log(f"copy bandwidth ({max_threads} threads, best of start and end): {copy_gbps:.1f} GB/s")
+    return {
+        "copy_gbps": copy_gbps,
+        "machine": machine_description(),
+        "simd_target": _C.simd_target(),
+        "results": [r.to_json() for r in results],
+    }
+
+
+def run_model(settings: Settings, want: set[str], log, results: list[Result]) -> None:
+    variants = demo_variants()
+    for size_name, shape in settings.model_sizes.items():
+        models = {}
+        if want & set(ORT_IMPLS):
+            example = (torch.randn(shape),)
+            for route in ("standard", "custom"):
+                models[route] = export_onnx(variants["opbridge_torch"], example, route)
+        for threads in settings.thread_counts:
+            torch.set_num_threads(threads)
+            x = torch.randn(shape)
+            fns = {}
+            for impl in TORCH_IMPLS:
+                if impl in want:
+                    fns[impl] = lambda m=variants[impl], x=x: m(x)
+            for impl in ORT_IMPLS:
+                route = "custom" if impl == "ort_custom" else "standard"
+                if impl in want:
+                    fns[impl] = ort_runner(ort_session(models[route], impl, threads), (x,))
+            meta = dict(op="demo_model", shape=list(shape), dtype="float32", threads=threads)
+            label = f"demo_model {size_name} {list(shape)} {threads}t fwd"
+            with torch.no_grad():
+                run_case(
+                    label,
+                    fns,
+                    settings,
+                    {**meta, "pass_": "fwd"},
+                    2 * math.prod(shape) * 4,
+                    log,
+                    results,
+                )
+
+
+# ---------------------------------------------------------------- report
+
+
+def _key(r: dict) -> tuple:
+    return (r["op"], tuple(r["shape"]), r["dtype"], r["threads"], r["pass"])
+
+
+def markdown_table(report: dict) -> str:
+    """One row per case. Torch columns: the alternative's median time over
+    opbridge_torch's (above 1 means opbridge is faster); ORT columns: over
+    ort_custom's. "% copy" is the share of the copy bandwidth reached."""
+    copy = report["copy_gbps"]
+    cases: dict[tuple, dict[str, dict]] = {}
+    for r in report["results"]:
+        cases.setdefault(_key(r), {})[r["impl"]] = r
+    lines = [
+        "| op | shape | dtype | threads | pass | opbridge_torch us (% copy) | torch_composite "
+        "| torch_builtin | torch_compile | ort_custom us (% copy) | ort_standard "
+        "| ort_standard_nofusion |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def base_cell(entry):
+        if entry is None:
+            return "-"
+        return f"{entry['median_us']:.1f} ({100 * entry['gbps'] / copy:.0f}%)"
+
+    def ratio(entry, base):
+        if entry is None or base is None:
+            return "-"
+        return f"{entry['median_us'] / base['median_us']:.2f}x"
+
+    for key, impls in cases.items():
+        op, shape, dtype, threads, pass_ = key
+        ob, oc = impls.get("opbridge_torch"), impls.get("ort_custom")
+        lines.append(
+            f"| {op} | {'x'.join(map(str, shape))} | {dtype} | {threads} | {pass_} | "
+            f"{base_cell(ob)} | {ratio(impls.get('torch_composite'), ob)} | "
+            f"{ratio(impls.get('torch_builtin'), ob)} | {ratio(impls.get('torch_compile'), ob)} | "
+            f"{base_cell(oc)} | {ratio(impls.get('ort_standard'), oc)} | "
+            f"{ratio(impls.get('ort_standard_nofusion'), oc)} |"
+        )
+    return "\n".join(lines)
+
+
+def plot(report: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    cases: dict[tuple, dict[str, float]] = {}
+    for r in report["results"]:
+        cases.setdefault(_key(r), {})[r["impl"]] = r["gbps"] / report["copy_gbps"]
+    impls = [i for i in IMPLS if any(i in c for c in cases.values())]
+    fig, ax = plt.subplots(figsize=(max(8, 0.9 * len(cases)), 5))
+    width = 0.8 / max(1, len(impls))
+    for k, impl in enumerate(impls):
+        values = [c.get(impl, 0.0) for c in cases.values()]
+        ax.bar([i + k * width for i in range(len(cases))], values, width, label=impl)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(cases))])
+    ax.set_xticklabels(
+        [f"{k[0]}\n{'x'.join(map(str, k[1]))}\n{k[2]} {k[3]}t {k[4]}" for k in cases],
+        fontsize=7,
+    )
+    ax.set_ylabel("fraction of copy bandwidth")
+    ax.set_title(f"opbridge bench (copy {report['copy_gbps']:.1f} GB/s)")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ---------------------------------------------------------------- command
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--quick", action="store_true", help="tiny sizes and few iterations (proves it runs)"
+    )
+    parser.add_argument("--ops", nargs="+", default=["rms_norm", "scaled_clamp"])
+    parser.add_argument("--dtypes", nargs="+", default=["float32"], choices=list(DTYPES))
+    parser.add_argument(
+        "--sizes", nargs="+", default=None, help="size names to run (small, cache, dram)"
+    )
+    parser.add_argument("--threads", nargs="+", type=int, default=None, help="default: 1 and all")
+    parser.add_argument("--impls", nargs="+", default=list(IMPLS), choices=list(IMPLS))
+    parser.add_argument("--warmup", type=int, default=50, help="untimed calls per measurement")
+    parser.add_argument("--iters", type=int, default=20, help="minimum timed calls")
+    parser.add_argument("--budget", type=float, default=1.0, help="seconds of timed calls")
+    parser.add_argument("--no-backward", action="store_true", help="forward only")
+    parser.add_argument("--no-model", action="store_true", help="skip the demo model")
+    parser.add_argument(
+        "--simd-target", default="", help="force a SIMD target (one of opbridge._C.simd_targets())"
+    )
+    parser.add_argument(
+        "--default-allocator",
+        action="store_true",
+        help="leave glibc malloc untuned (large tensors page-faulted in on every call)",
+    )
+    parser.add_argument("--json", type=Path, help="write results as JSON")
+    parser.add_argument("--plot", type=Path, help="write a PNG chart")
+    parser.add_argument("--markdown", type=Path, help="write the ratio table as markdown")
+
+
+def run(args: argparse.Namespace) -> int:
+    _C.set_simd_target(args.simd_target)
+    all_threads = os.cpu_count() or 1
+    sizes = op_sizes(args.quick)
+    if args.sizes:
+        sizes = {k: v for k, v in sizes.items() if k in args.sizes}
+    model_sizes = {"small": [1, 16, 256], "cache": [4, 64, 256]}
+    if args.quick:
+        model_sizes = {"small": [1, 4, 256]}
+    settings = Settings(
+        thread_counts=args.threads or sorted({1, all_threads}),
+        dtypes=args.dtypes,
+        ops=args.ops,
+        sizes=sizes,
+        model_sizes={} if args.no_model else model_sizes,
+        warmup=3 if args.quick and args.warmup == 50 else args.warmup,
+        iters=3 if args.quick and args.iters == 20 else args.iters,
+        budget_s=0.0 if args.quick else args.budget,
+        backward=not args.no_backward,
+        impls=args.impls,
+    )
+    allocator = "default" if args.default_allocator else tune_allocator()
+    print(f"machine: {machine_description()}; allocator: {allocator}", flush=True)
+    report = run_benchmark(settings, log=lambda line: print(line, flush=True))
+    report["allocator"] = allocator
+    table = markdown_table(report)
+    print()
+    print(f"copy bandwidth: {report['copy_gbps']:.1f} GB/s")
+    print(table)
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps(report, indent=1))
+    if args.markdown:
+        args.markdown.write_text(table + "\n")
+    if args.plot:
+        plot(report, args.plot)
+    return 0
