@@ -66,36 +66,15 @@ class RMSNorm(nn.Module):
         return f"{self.dim}, eps={self.eps}, bias={self.bias is not None}"
 
 
-class AddRMSNorm(nn.Module):
+class AddRMSNorm(RMSNorm):
     """The pre-norm residual step: ``forward(x, residual)`` returns
     ``(rms_norm(x + residual), x + residual)`` in one pass.
 
     Parameters as :class:`RMSNorm` (``weight``, optional ``bias``).
     """
 
-    def __init__(
-        self,
-        dim: int,
-        eps: float = 1e-6,
-        bias: bool = False,
-        device: torch.device | str | None = None,
-        dtype: torch.dtype | None = None,
-    ):
-        super().__init__()
-        factory = {"device": device, "dtype": dtype}
-        self.dim = int(dim)
-        self.eps = float(eps)
-        self.weight = nn.Parameter(torch.ones(self.dim, **factory))
-        if bias:
-            self.bias = nn.Parameter(torch.zeros(self.dim, **factory))
-        else:
-            self.register_parameter("bias", None)
-
     def forward(self, x: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return add_rms_norm(x, residual, self.weight, self.bias, self.eps)
-
-    def extra_repr(self) -> str:
-        return f"{self.dim}, eps={self.eps}, bias={self.bias is not None}"
 
 
 class BiasGELU(nn.Module):

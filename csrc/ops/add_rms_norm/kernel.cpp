@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core/checks.h"
+#include "core/column_sums.h"
 #include "ops/add_rms_norm/spec.h"
 
 namespace opbridge {
@@ -49,22 +50,16 @@ void AddRmsNormBackward(const T* grad_out, const T* grad_residual_out, const T* 
   }
   const double eps = static_cast<double>(static_cast<T>(attrs.eps));
   const double inv_cols = 1.0 / static_cast<double>(cols);
-  // A fixed number of row chunks (a function of the shape, not of the thread
-  // count), each with its own partial weight/bias sums.
-  const int64_t chunk_rows = std::max<int64_t>(RowGrain(cols), (rows + 63) / 64);
-  const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
+  // Weight and bias gradients: identical whatever the parallelism.
   const bool want_bias = grad_bias != nullptr;
-  std::vector<double> partial_weight(static_cast<size_t>(chunks * cols), 0.0);
-  std::vector<double> partial_bias(want_bias ? static_cast<size_t>(chunks * cols) : 0, 0.0);
-  double* pw_all = partial_weight.data();
-  double* pb_all = partial_bias.data();
+  ChunkedColumnSums sums(rows, cols, want_bias ? 2 : 1);
+  ChunkedColumnSums* partials = &sums;
 
-  parallel_for(chunks, 1, [=](int64_t chunk_begin, int64_t chunk_end) {
+  parallel_for(sums.chunks(), 1, [=](int64_t chunk_begin, int64_t chunk_end) {
     for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
-      double* pw = pw_all + chunk * cols;
-      double* pb = want_bias ? pb_all + chunk * cols : nullptr;
-      const int64_t row_end = std::min(rows, (chunk + 1) * chunk_rows);
-      for (int64_t r = chunk * chunk_rows; r < row_end; ++r) {
+      double* pw = partials->Partial(0, chunk);
+      double* pb = want_bias ? partials->Partial(1, chunk) : nullptr;
+      for (int64_t r = partials->RowBegin(chunk); r < partials->RowEnd(chunk); ++r) {
         const T* sr = residual_out + r * cols;
         const T* gr = grad_out + r * cols;
         const T* grr = grad_residual_out != nullptr ? grad_residual_out + r * cols : nullptr;
@@ -94,16 +89,9 @@ void AddRmsNormBackward(const T* grad_out, const T* grad_residual_out, const T* 
     }
   });
 
-  for (int64_t j = 0; j < cols; ++j) {
-    double w_sum = 0.0;
-    double b_sum = 0.0;
-    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-      w_sum += pw_all[chunk * cols + j];
-      if (want_bias) b_sum += pb_all[chunk * cols + j];
-    }
-    grad_weight[j] = static_cast<T>(w_sum);
-    if (want_bias) grad_bias[j] = static_cast<T>(b_sum);
-  }
+  const auto to_t = [](double v) { return static_cast<T>(v); };
+  sums.Total(0, grad_weight, to_t);
+  if (want_bias) sums.Total(1, grad_bias, to_t);
 }
 
 #define OPBRIDGE_INSTANTIATE(T)                                                                             \

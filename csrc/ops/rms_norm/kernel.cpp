@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/checks.h"
+#include "core/column_sums.h"
 #include "core/dynamic_for.h"
 #include "core/half.h"
 #include "core/simd-inl.h"
@@ -313,37 +314,21 @@ void RmsNormBackward(const T* grad_y, const T* x, const T* weight, T* grad_x, T*
     return;
   }
   const double eps = EffectiveEps<T>(attrs.eps);
-  // Rows are split into a fixed number of chunks (a function of the shape,
-  // not of the thread count), each with its own partial weight/bias
-  // gradients, so results are identical whatever the parallelism.
-  const int64_t chunk_rows = std::max<int64_t>(RowGrain(cols), (rows + 63) / 64);
-  const int64_t chunks = (rows + chunk_rows - 1) / chunk_rows;
   const bool want_bias = grad_bias != nullptr;
   const bool stream = OutputStreams<T>(rows * cols);
-  std::vector<double> partial_weight(static_cast<size_t>(chunks * cols), 0.0);
-  std::vector<double> partial_bias(want_bias ? static_cast<size_t>(chunks * cols) : 0, 0.0);
-  double* pw_all = partial_weight.data();
-  double* pb_all = partial_bias.data();
+  // Weight and bias gradients: identical whatever the parallelism.
+  ChunkedColumnSums sums(rows, cols, want_bias ? 2 : 1);
+  ChunkedColumnSums* partials = &sums;
 
-  DynamicFor(parallel_for, chunks, 1, [=](int64_t chunk_begin, int64_t chunk_end) {
+  DynamicFor(parallel_for, sums.chunks(), 1, [=](int64_t chunk_begin, int64_t chunk_end) {
     for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
-      const int64_t row_end = std::min(rows, (chunk + 1) * chunk_rows);
-      RowKernels<T>::Backward(grad_y, x, weight, grad_x, pw_all + chunk * cols,
-                              want_bias ? pb_all + chunk * cols : nullptr, chunk * chunk_rows, row_end, cols,
-                              eps, stream);
+      RowKernels<T>::Backward(grad_y, x, weight, grad_x, partials->Partial(0, chunk),
+                              want_bias ? partials->Partial(1, chunk) : nullptr, partials->RowBegin(chunk),
+                              partials->RowEnd(chunk), cols, eps, stream);
     }
   });
-
-  for (int64_t j = 0; j < cols; ++j) {
-    double w_sum = 0.0;
-    double b_sum = 0.0;
-    for (int64_t chunk = 0; chunk < chunks; ++chunk) {
-      w_sum += pw_all[chunk * cols + j];
-      if (want_bias) b_sum += pb_all[chunk * cols + j];
-    }
-    grad_weight[j] = FromDouble<T>(w_sum);
-    if (want_bias) grad_bias[j] = FromDouble<T>(b_sum);
-  }
+  sums.Total(0, grad_weight, FromDouble<T>);
+  if (want_bias) sums.Total(1, grad_bias, FromDouble<T>);
 }
 
 #define OPBRIDGE_INSTANTIATE(T)                                                                            \
