@@ -136,16 +136,23 @@ def test_library_that_cannot_load_names_path_and_reason(tmp_path, monkeypatch):
 # ----------------------------------------------------------- concurrency
 
 
-def test_one_session_from_eight_threads_matches_serial():
-    model, (x,) = build_demo(batch=2, seq=16)
+@pytest.mark.parametrize("name", ["demo", "llama_block", "vision"])
+def test_one_session_from_eight_threads_matches_serial(name):
+    # Between them the three models use every operator.
+    from opbridge.models import DEMO_MODELS
+
+    model, (x,) = build_demo(batch=2, seq=16) if name == "demo" else DEMO_MODELS[name](0)
     proto = opbridge.onnx.export(model, (x,), route="custom")
     sess = opbridge.ort.InferenceSession(proto)
-    name = sess.get_inputs()[0].name
+    input_name = sess.get_inputs()[0].name
     rng = np.random.default_rng(0)
-    inputs = [rng.standard_normal(x.shape).astype(np.float32) for _ in range(16)]
-    serial = [sess.run(None, {name: v})[0] for v in inputs]
+    if x.dtype == torch.uint8:
+        inputs = [rng.integers(0, 256, x.shape, dtype=np.uint8) for _ in range(16)]
+    else:
+        inputs = [rng.standard_normal(x.shape).astype(np.float32) for _ in range(16)]
+    serial = [sess.run(None, {input_name: v})[0] for v in inputs]
     with ThreadPoolExecutor(max_workers=8) as pool:
-        parallel = list(pool.map(lambda v: sess.run(None, {name: v})[0], inputs * 2))
+        parallel = list(pool.map(lambda v: sess.run(None, {input_name: v})[0], inputs * 2))
     for i, got in enumerate(parallel):
         np.testing.assert_array_equal(got, serial[i % len(inputs)])
 
