@@ -168,55 +168,150 @@ def scaled_clamp_composite(
     return torch.clamp(x * scale, min_val, max_val)
 
 
+def add_rms_norm_composite(x, residual, weight, eps: float = EPS):
+    total = x + residual
+    return rms_norm_composite(total, weight, eps), total
+
+
+def bias_gelu_composite(x, bias):
+    v = x + bias
+    return 0.5 * v * (1.0 + torch.erf(v * 0.7071067811865476))
+
+
+def rotary_composite(x, cos, sin):
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    c, s = cos[None, :, None, :], sin[None, :, None, :]
+    return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)
+
+
+IMAGE_MEAN, IMAGE_STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+
+
+def normalize_image_composite(image):
+    mean = torch.tensor(IMAGE_MEAN).view(1, 3, 1, 1)
+    std = torch.tensor(IMAGE_STD).view(1, 3, 1, 1)
+    return (image.permute(0, 3, 1, 2).float() / 255.0 - mean) / std
+
+
+HEAD_DIM = 128
+
+
+@dataclass
+class OpDef:
+    """An operator as the benchmark runs it. `inputs(rows, cols, dtype, g)`
+    makes the tensors from the size table's [rows, cols]; `builtin` is
+    PyTorch's own op where one exists."""
+
+    inputs: Callable
+    composite: Callable
+    call: Callable
+    builtin: Callable | None = None
+    backward: bool = True
+
+
+def _randn(shape, dtype, g):
+    return torch.randn(shape, generator=g, dtype=torch.float32).to(dtype)
+
+
+def _weight(cols, dtype, g):
+    return (1 + 0.1 * torch.randn(cols, generator=g)).to(dtype)
+
+
+OPS: dict[str, OpDef] = {
+    "rms_norm": OpDef(
+        inputs=lambda r, c, dt, g: (_randn((r, c), dt, g), _weight(c, dt, g)),
+        composite=rms_norm_composite,
+        builtin=lambda x, w: F.rms_norm(x, (x.shape[-1],), w, EPS),
+        call=lambda x, w: opbridge.rms_norm(x, w, None, EPS),
+    ),
+    "scaled_clamp": OpDef(
+        inputs=lambda r, c, dt, g: (_randn((r, c), dt, g),),
+        composite=scaled_clamp_composite,
+        builtin=lambda x: torch.mul(x, SCALE).clamp_(MIN_VAL, MAX_VAL),
+        call=lambda x: opbridge.scaled_clamp(x, SCALE, MIN_VAL, MAX_VAL),
+    ),
+    "add_rms_norm": OpDef(
+        inputs=lambda r, c, dt, g: (
+            _randn((r, c), dt, g),
+            _randn((r, c), dt, g),
+            _weight(c, dt, g),
+        ),
+        composite=add_rms_norm_composite,
+        builtin=lambda x, res, w: (F.rms_norm(x + res, (x.shape[-1],), w, EPS), x + res),
+        call=lambda x, res, w: opbridge.add_rms_norm(x, res, w, None, EPS),
+        backward=False,  # two outputs
+    ),
+    "bias_gelu": OpDef(
+        inputs=lambda r, c, dt, g: (_randn((r, c), dt, g), 0.1 * _randn((c,), dt, g)),
+        composite=bias_gelu_composite,
+        builtin=lambda x, b: F.gelu(x + b),
+        call=lambda x, b: opbridge.bias_gelu(x, b),
+    ),
+    # [rows, cols] becomes x [1, rows, cols / 128, 128] with cos/sin [rows, 64].
+    "rotary_embedding": OpDef(
+        inputs=lambda r, c, dt, g: (
+            _randn((1, r, max(1, c // HEAD_DIM), HEAD_DIM), dt, g),
+            _randn((r, HEAD_DIM // 2), dt, g),
+            _randn((r, HEAD_DIM // 2), dt, g),
+        ),
+        composite=rotary_composite,
+        call=lambda x, cos, sin: opbridge.rotary_embedding(x, cos, sin),
+    ),
+    # [rows, cols] becomes a uint8 image [1, rows, cols / 4, 3] (whatever the dtype).
+    "normalize_image": OpDef(
+        inputs=lambda r, c, dt, g: (
+            torch.randint(0, 256, (1, r, max(1, c // 4), 3), generator=g, dtype=torch.uint8),
+        ),
+        composite=normalize_image_composite,
+        call=lambda image: opbridge.normalize_image(image, IMAGE_MEAN, IMAGE_STD),
+        backward=False,  # uint8 input
+    ),
+}
+
+
 class OpCase:
     """One operator: its implementations, inputs and the bytes a pass must move."""
 
     def __init__(self, name: str):
+        if name not in OPS:
+            raise ValueError(f"opbridge bench: unknown op {name!r}; choose from {sorted(OPS)}")
         self.name = name
+        self.op = OPS[name]
 
     def inputs(self, shape, dtype, requires_grad=False):
-        generator = torch.Generator().manual_seed(0)
-        x = torch.randn(shape, generator=generator, dtype=torch.float32).to(dtype)
-        x.requires_grad_(requires_grad)
-        if self.name == "rms_norm":
-            w = (1 + 0.1 * torch.randn(shape[-1], generator=generator)).to(dtype)
-            w.requires_grad_(requires_grad)
-            return (x, w)
-        return (x,)
+        tensors = self.op.inputs(shape[0], shape[1], dtype, torch.Generator().manual_seed(0))
+        for t in tensors:
+            if t.is_floating_point():
+                t.requires_grad_(requires_grad)
+        return tensors
 
-    def torch_fn(self, impl: str) -> Callable:
-        composite = rms_norm_composite if self.name == "rms_norm" else scaled_clamp_composite
+    def torch_fn(self, impl: str) -> Callable | None:
         if impl == "torch_composite":
-            return composite
+            return self.op.composite
         if impl == "torch_compile":
-            return fresh_compile(composite)
-        if self.name == "rms_norm":
-            if impl == "torch_builtin":
-                return lambda x, w: F.rms_norm(x, (x.shape[-1],), w, EPS)
-            return lambda x, w: opbridge.rms_norm(x, w, None, EPS)
+            return fresh_compile(self.op.composite)
         if impl == "torch_builtin":
-            return lambda x: torch.mul(x, SCALE).clamp_(MIN_VAL, MAX_VAL)
-        return lambda x: opbridge.scaled_clamp(x, SCALE, MIN_VAL, MAX_VAL)
+            return self.op.builtin
+        return self.op.call
 
     def module(self) -> nn.Module:
-        if self.name == "rms_norm":
+        call = self.op.call
 
-            class Norm(nn.Module):
-                def forward(self, x, w):
-                    return opbridge.rms_norm(x, w, None, EPS)
+        class Op(nn.Module):
+            def forward(self, *tensors):
+                return call(*tensors)
 
-            return Norm()
+        return Op()
 
-        class Clamp(nn.Module):
-            def forward(self, x):
-                return opbridge.scaled_clamp(x, SCALE, MIN_VAL, MAX_VAL)
-
-        return Clamp()
-
-    def min_bytes(self, shape, dtype, pass_: str) -> int:
-        size = math.prod(shape) * DTYPES[dtype].itemsize
-        # fwd: read x, write y. fwd+bwd adds: read grad_y and x, write grad_x.
-        return 2 * size if pass_ == "fwd" else 5 * size
+    def min_bytes(self, args: tuple, pass_: str) -> int:
+        """fwd: read every input once, write every output once. fwd+bwd
+        adds: read grad_y and x, write grad_x (x-sized each)."""
+        with torch.no_grad():
+            outputs = self.op.call(*args)
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        fwd = sum(t.numel() * t.element_size() for t in (*args, *outputs))
+        return fwd if pass_ == "fwd" else fwd + 3 * args[0].numel() * args[0].element_size()
 
 
 # ---------------------------------------------------------------- ONNX Runtime
@@ -421,8 +516,8 @@ def run_benchmark(settings: Settings, log=print) -> dict:
                     meta = dict(op=op_name, shape=shape, dtype=dtype, threads=threads)
                     fns = {}
                     for impl in TORCH_IMPLS:
-                        if impl in want:
-                            fn = case.torch_fn(impl)
+                        fn = case.torch_fn(impl) if impl in want else None
+                        if fn is not None:
                             fns[impl] = lambda fn=fn, args=args: fn(*args)
                     for impl in ORT_IMPLS:
                         route = "custom" if impl == "ort_custom" else "standard"
@@ -440,23 +535,24 @@ def run_benchmark(settings: Settings, log=print) -> dict:
                             fns,
                             settings,
                             {**meta, "pass_": "fwd"},
-                            case.min_bytes(shape, dtype, "fwd"),
+                            case.min_bytes(args, "fwd"),
                             log,
                             results,
                         )
                     fns = {}
-                    if settings.backward:
+                    if settings.backward and case.op.backward:
                         grad_args = case.inputs(shape, DTYPES[dtype], requires_grad=True)
                         for impl in TORCH_IMPLS:
-                            if impl in want:
-                                fns[impl] = fwd_bwd(case.torch_fn(impl), grad_args)
+                            fn = case.torch_fn(impl) if impl in want else None
+                            if fn is not None:
+                                fns[impl] = fwd_bwd(fn, grad_args)
                         label = f"{op_name} {size_name} {shape} {dtype} {threads}t fwd+bwd"
                         run_case(
                             label,
                             fns,
                             settings,
                             {**meta, "pass_": "fwd+bwd"},
-                            case.min_bytes(shape, dtype, "fwd+bwd"),
+                            case.min_bytes(grad_args, "fwd+bwd"),
                             log,
                             results,
                         )
@@ -588,7 +684,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quick", action="store_true", help="tiny sizes and few iterations (proves it runs)"
     )
-    parser.add_argument("--ops", nargs="+", default=["rms_norm", "scaled_clamp"])
+    parser.add_argument("--ops", nargs="+", default=list(OPS), choices=list(OPS))
     parser.add_argument("--dtypes", nargs="+", default=["float32"], choices=list(DTYPES))
     parser.add_argument(
         "--sizes", nargs="+", default=None, help="size names to run (small, cache, dram)"
