@@ -476,6 +476,17 @@ def fresh_compile(fn: Callable) -> Callable:
     return torch.compile(fn, dynamic=False)
 
 
+def torch_impls(case: OpCase, want: set[str], wrap: Callable) -> dict[str, Callable]:
+    """The wanted PyTorch implementations of `case` that exist, each wrapped
+    into a no-argument call."""
+    fns = {}
+    for impl in TORCH_IMPLS:
+        fn = case.torch_fn(impl) if impl in want else None
+        if fn is not None:
+            fns[impl] = wrap(fn)
+    return fns
+
+
 def fwd_bwd(fn, args):
     grad = torch.ones_like(args[0])
 
@@ -514,11 +525,7 @@ def run_benchmark(settings: Settings, log=print) -> dict:
                     torch.set_num_threads(threads)
                     args = case.inputs(shape, DTYPES[dtype])
                     meta = dict(op=op_name, shape=shape, dtype=dtype, threads=threads)
-                    fns = {}
-                    for impl in TORCH_IMPLS:
-                        fn = case.torch_fn(impl) if impl in want else None
-                        if fn is not None:
-                            fns[impl] = lambda fn=fn, args=args: fn(*args)
+                    fns = torch_impls(case, want, lambda fn, args=args: lambda: fn(*args))
                     for impl in ORT_IMPLS:
                         route = "custom" if impl == "ort_custom" else "standard"
                         if impl in want and route in models:
@@ -539,13 +546,9 @@ def run_benchmark(settings: Settings, log=print) -> dict:
                             log,
                             results,
                         )
-                    fns = {}
                     if settings.backward and case.op.backward:
                         grad_args = case.inputs(shape, DTYPES[dtype], requires_grad=True)
-                        for impl in TORCH_IMPLS:
-                            fn = case.torch_fn(impl) if impl in want else None
-                            if fn is not None:
-                                fns[impl] = fwd_bwd(fn, grad_args)
+                        fns = torch_impls(case, want, lambda fn, a=grad_args: fwd_bwd(fn, a))
                         label = f"{op_name} {size_name} {shape} {dtype} {threads}t fwd+bwd"
                         run_case(
                             label,
