@@ -20,10 +20,10 @@
 #include <string>
 #include <vector>
 
-#include "core/checks.h"
-#include "core/runtime_checks.h"
-#include "core/spec.h"
-#include "core/version.h"
+#include "opbridge/checks.h"
+#include "opbridge/runtime_checks.h"
+#include "opbridge/spec.h"
+#include "opbridge/version.h"
 
 namespace opbridge {
 namespace {
@@ -489,7 +489,7 @@ std::unique_ptr<SpecOp> MakeOp(const OpSpec& spec) {
   op->KernelDestroy = DestroyKernel;
   op->InferOutputShapeFn = InferOutputShape;
   op->GetStartVersion = [](const OrtCustomOp*) { return 1; };
-  op->GetEndVersion = [](const OrtCustomOp*) { return kOnnxDomainVersion; };
+  op->GetEndVersion = [](const OrtCustomOp*) { return ThisLibrary().domain_version; };
   return op;
 }
 
@@ -516,7 +516,8 @@ RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
   if (api == nullptr) {
     // The oldest API table can still report the error.
     const OrtApi* oldest = api_base->GetApi(1);
-    const std::string message = std::string("opbridge ") + kVersion + " needs ONNX Runtime API version " +
+    const std::string message = std::string(ThisLibrary().name) + " " + ThisLibrary().version +
+                                " (opbridge " + kVersion + ") needs ONNX Runtime API version " +
                                 std::to_string(ORT_API_VERSION) + " or newer; this runtime is " +
                                 api_base->GetVersionString();
     return oldest ? oldest->CreateStatus(ORT_FAIL, message.c_str()) : nullptr;
@@ -528,7 +529,7 @@ RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
     std::lock_guard<std::mutex> lock(library.mutex);
     if (library.ops.empty()) {
       // One domain serves every session: sessions only keep a pointer to it.
-      library.domain = Ort::CustomOpDomain(kOnnxDomain);
+      library.domain = Ort::CustomOpDomain(ThisLibrary().onnx_domain);
       for (const OpSpec* spec : AllSpecs()) {
         library.ops.push_back(MakeOp(*spec));
         library.domain.Add(library.ops.back().get());
@@ -538,7 +539,7 @@ RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
     session_options.Add(library.domain);
     return nullptr;
   } catch (const std::exception& e) {
-    return api->CreateStatus(ORT_FAIL,
-                             (std::string("opbridge: RegisterCustomOps failed: ") + e.what()).c_str());
+    return api->CreateStatus(
+        ORT_FAIL, (std::string(ThisLibrary().name) + ": RegisterCustomOps failed: " + e.what()).c_str());
   }
 }

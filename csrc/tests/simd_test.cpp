@@ -1,6 +1,6 @@
 // Every SIMD target compiled in and supported by this CPU, forced one at a
 // time, against scalar references; and the 16-bit conversions.
-#include "core/simd.h"
+#include "opbridge/simd.h"
 
 #include <gtest/gtest.h>
 
@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "core/half.h"
-#include "core/parallel.h"
+#include "opbridge/half.h"
+#include "opbridge/parallel.h"
 #include "ops/rms_norm/kernel.h"
 #include "ops/scaled_clamp/kernel.h"
 

@@ -1,4 +1,4 @@
-#include "core/spec.h"
+#include "opbridge/spec.h"
 
 #include <gtest/gtest.h>
 

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include "core/parallel.h"
-#include "core/spec.h"
+#include "opbridge/parallel.h"
+#include "opbridge/spec.h"
 
 namespace opbridge::testing {
 

@@ -2,9 +2,16 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Parallel.h>
+#include <torch/autograd.h>
+#include <torch/csrc/autograd/functions/basic_ops.h>
+#include <torch/csrc/autograd/functions/utils.h>
+#include <torch/library.h>
 
-#include "core/checks.h"
-#include "core/runtime_checks.h"
+#include <memory>
+#include <mutex>
+
+#include "opbridge/checks.h"
+#include "opbridge/runtime_checks.h"
 
 namespace opbridge::torch_adapter {
 
@@ -58,34 +65,9 @@ ParallelFor TorchParallelFor() {
 
 void ThrowIfError(const Status& status) { TORCH_CHECK(status.ok(), status.message()); }
 
-void FailArgument(const OpSpec& spec, const char* argument, const std::string& detail) {
-  ThrowIfError(ArgError(spec, argument, detail));
-  TORCH_INTERNAL_ASSERT(false, "unreachable");
-}
-
-void DefineOp(torch::Library& library, const OpSpec& spec) {
-  // pt2_compliant: the ops trace under torch.compile / torch.export without
-  // graph breaks (tested).
-  library.def(torch::schema(spec.TorchSchema().c_str()), {at::Tag::pt2_compliant_tag});
-  library.def(torch::schema(spec.backward_schema), {at::Tag::pt2_compliant_tag});
-}
-
 namespace {
 
-std::vector<TensorInfo> InfosOf(const std::vector<std::optional<at::Tensor>>& inputs) {
-  std::vector<TensorInfo> infos;
-  infos.reserve(inputs.size());
-  for (const auto& input : inputs) infos.push_back(InfoOf(input));
-  return infos;
-}
-
-std::vector<TensorInfo> Infer(const OpSpec& spec, const std::vector<TensorInfo>& infos,
-                              const std::vector<AttrValue>* attrs) {
-  std::vector<TensorInfo> outputs;
-  ThrowIfError(attrs != nullptr ? InferWithAttrs(spec, infos, *attrs, &outputs)
-                                : spec.infer(infos, &outputs));
-  return outputs;
-}
+using torch::jit::Stack;
 
 at::ScalarType ScalarTypeOf(const std::string& dtype) {
   if (dtype == "float32") return at::kFloat;
@@ -93,86 +75,520 @@ at::ScalarType ScalarTypeOf(const std::string& dtype) {
   if (dtype == "float16") return at::kHalf;
   if (dtype == "bfloat16") return at::kBFloat16;
   if (dtype == "uint8") return at::kByte;
+  if (dtype == "int64") return at::kLong;
+  if (dtype == "int32") return at::kInt;
   TORCH_CHECK(false, "opbridge: no torch dtype for ", dtype);
 }
 
-}  // namespace
+std::optional<at::Tensor> TensorOf(const c10::IValue& value) {
+  if (value.isNone()) return std::nullopt;
+  return value.toTensor();
+}
 
-std::vector<at::Tensor> RunForward(const OpSpec& spec, const std::vector<std::optional<at::Tensor>>& inputs,
-                                   const std::vector<AttrValue>& attrs) {
-  KernelArgs args;
-  args.input_infos = InfosOf(inputs);
-  args.output_infos = Infer(spec, args.input_infos, &attrs);
-  std::vector<at::Tensor> contiguous;
-  contiguous.reserve(inputs.size());
-  for (const auto& input : inputs) {
-    if (input.has_value() && input->defined()) {
-      TORCH_CHECK(input->device().is_cpu(), spec.name, ": expected CPU tensors, got ", input->device());
-      contiguous.push_back(input->contiguous());
-      args.inputs.push_back(contiguous.back().const_data_ptr());
+AttrValue AttrOf(const AttrSpec& attr, const c10::IValue& value) {
+  switch (attr.type) {
+    case AttrType::kFloat:
+      return value.toDouble();
+    case AttrType::kInt:
+      return static_cast<double>(value.toInt());
+    case AttrType::kBool:
+      return value.toBool() ? 1.0 : 0.0;
+    case AttrType::kString:
+      return std::string(value.toStringRef());
+    case AttrType::kFloats:
+      return value.toDoubleVector();
+  }
+  return {};
+}
+
+std::vector<AttrValue> AttrsOf(const OpSpec& spec, c10::ArrayRef<c10::IValue> values) {
+  std::vector<AttrValue> attrs;
+  attrs.reserve(spec.attrs.size());
+  for (size_t i = 0; i < spec.attrs.size(); ++i) attrs.push_back(AttrOf(spec.attrs[i], values[i]));
+  return attrs;
+}
+
+// Under torch.compile / torch.export a size may be symbolic. The shape rule
+// sees it as a negative dimension that names where it came from, passes it
+// through to the outputs, and the Meta kernel turns it back into the
+// symbolic size: -2 - (input * kMaxRank + dim).
+constexpr int64_t kMaxRank = 64;
+
+TensorInfo SymbolicInfoOf(const std::optional<at::Tensor>& tensor, size_t input) {
+  TensorInfo info = InfoOf(tensor);
+  if (!info.present) return info;
+  for (size_t d = 0; d < info.shape.size(); ++d) {
+    if (info.shape[d] < 0) info.shape[d] = -2 - static_cast<int64_t>(input * kMaxRank + d);
+  }
+  return info;
+}
+
+std::vector<c10::SymInt> SymSizes(const OpSpec& spec, const Shape& shape,
+                                  const std::vector<std::optional<at::Tensor>>& inputs) {
+  std::vector<c10::SymInt> sizes;
+  sizes.reserve(shape.size());
+  for (int64_t d : shape) {
+    if (d >= 0) {
+      sizes.emplace_back(d);
+      continue;
+    }
+    TORCH_CHECK(d < -1, spec.TorchName(), ": the shape rule gives an output dimension it cannot name (",
+                FormatShape(shape), ")");
+    const int64_t code = -2 - d;
+    const auto& source = inputs.at(static_cast<size_t>(code / kMaxRank));
+    sizes.push_back(source->sym_size(code % kMaxRank));
+  }
+  return sizes;
+}
+
+std::vector<TensorInfo> InfosOf(const std::vector<std::optional<at::Tensor>>& tensors, bool symbolic) {
+  std::vector<TensorInfo> infos;
+  infos.reserve(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    infos.push_back(symbolic ? SymbolicInfoOf(tensors[i], i) : InfoOf(tensors[i]));
+  }
+  return infos;
+}
+
+// Contiguous copies (where needed) of the tensors a kernel reads.
+struct KernelInputs {
+  std::vector<at::Tensor> keep;
+  std::vector<const void*> pointers;
+
+  KernelInputs(const OpSpec& spec, const std::vector<std::optional<at::Tensor>>& tensors) {
+    keep.reserve(tensors.size());
+    pointers.reserve(tensors.size());
+    for (const auto& tensor : tensors) {
+      if (tensor.has_value() && tensor->defined()) {
+        TORCH_CHECK(tensor->device().is_cpu(), spec.TorchName(), ": expected CPU tensors, got ",
+                    tensor->device());
+        keep.push_back(tensor->contiguous());
+        pointers.push_back(keep.back().const_data_ptr());
+      } else {
+        keep.emplace_back();
+        pointers.push_back(nullptr);
+      }
+    }
+  }
+};
+
+std::vector<std::optional<at::Tensor>> PopTensors(Stack* stack, size_t count, size_t extra) {
+  const auto values = torch::jit::last(*stack, count + extra);
+  std::vector<std::optional<at::Tensor>> tensors;
+  tensors.reserve(count);
+  for (size_t i = 0; i < count; ++i) tensors.push_back(TensorOf(values[i]));
+  return tensors;
+}
+
+// ------------------------------------------------------------------ forward
+
+class ForwardCpu final : public c10::OperatorKernel {
+ public:
+  explicit ForwardCpu(const OpSpec& spec) : spec_(spec) {}
+
+  void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, Stack* stack) {
+    const size_t n_inputs = spec_.inputs.size();
+    const size_t n_attrs = spec_.attrs.size();
+    const auto inputs = PopTensors(stack, n_inputs, n_attrs);
+    KernelArgs args;
+    args.attrs = AttrsOf(spec_, torch::jit::last(*stack, n_attrs));
+    torch::jit::drop(*stack, n_inputs + n_attrs);
+    args.input_infos = InfosOf(inputs, false);
+    ThrowIfError(InferWithAttrs(spec_, args.input_infos, args.attrs, &args.output_infos));
+    const KernelInputs contiguous(spec_, inputs);
+    args.inputs = contiguous.pointers;
+    const at::TensorOptions options = contiguous.keep[0].options();
+    std::vector<at::Tensor> outputs;
+    outputs.reserve(args.output_infos.size());
+    for (const TensorInfo& info : args.output_infos) {
+      outputs.push_back(at::empty(info.shape, options.dtype(ScalarTypeOf(info.dtype))));
+      args.outputs.push_back(outputs.back().mutable_data_ptr());
+    }
+    args.parallel_for = TorchParallelFor();
+    if (RuntimeChecksEnabled()) ThrowIfError(ValidateKernelArgs(spec_, args));
+    ThrowIfError(spec_.forward(args));
+    for (at::Tensor& output : outputs) stack->emplace_back(std::move(output));
+  }
+
+ private:
+  const OpSpec& spec_;
+};
+
+class ForwardMeta final : public c10::OperatorKernel {
+ public:
+  explicit ForwardMeta(const OpSpec& spec) : spec_(spec) {}
+
+  void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, Stack* stack) {
+    const size_t n_inputs = spec_.inputs.size();
+    const size_t n_attrs = spec_.attrs.size();
+    const auto inputs = PopTensors(stack, n_inputs, n_attrs);
+    const std::vector<AttrValue> attrs = AttrsOf(spec_, torch::jit::last(*stack, n_attrs));
+    torch::jit::drop(*stack, n_inputs + n_attrs);
+    std::vector<TensorInfo> outputs;
+    ThrowIfError(InferWithAttrs(spec_, InfosOf(inputs, true), attrs, &outputs));
+    const at::TensorOptions options = inputs[0]->options();
+    for (const TensorInfo& out : outputs) {
+      stack->emplace_back(
+          at::empty_symint(SymSizes(spec_, out.shape, inputs), options.dtype(ScalarTypeOf(out.dtype))));
+    }
+  }
+
+ private:
+  const OpSpec& spec_;
+};
+
+// ----------------------------------------------------------------- backward
+
+// The shapes and dtypes of the backward's outputs, after checking its inputs:
+// each gradient against the tensor it must match, then the spec's rule.
+std::vector<TensorInfo> InferBackward(const OpSpec& spec, const std::vector<TensorInfo>& infos,
+                                      const std::vector<AttrValue>& attrs) {
+  const BackwardSpec& backward = spec.backward;
+  for (size_t i = 0; i < backward.inputs.size(); ++i) {
+    const BackwardInput& input = backward.inputs[i];
+    if (input.like < 0) continue;
+    const TensorInfo& given = infos[i];
+    const TensorInfo& like = infos[static_cast<size_t>(input.like)];
+    bool same = given.dtype == like.dtype && given.shape.size() == like.shape.size();
+    for (size_t d = 0; same && d < given.shape.size(); ++d) same = !DimsDiffer(given.shape[d], like.shape[d]);
+    if (!same) {
+      ThrowIfError(ArgError(spec, input.name,
+                            "must match " +
+                                std::string(backward.inputs[static_cast<size_t>(input.like)].name) + " (" +
+                                like.dtype + ", " + FormatShape(like.shape) + "), got " + given.dtype + ", " +
+                                FormatShape(given.shape)));
+    }
+  }
+  std::vector<TensorInfo> derived;
+  if (backward.infer != nullptr) ThrowIfError(backward.infer(infos, attrs, &derived));
+  std::vector<TensorInfo> outputs;
+  outputs.reserve(backward.outputs.size());
+  for (size_t o = 0; o < backward.outputs.size(); ++o) {
+    const int like = backward.outputs[o].like;
+    if (like >= 0) {
+      outputs.push_back(infos.at(static_cast<size_t>(like)));
     } else {
-      contiguous.emplace_back();
-      args.inputs.push_back(nullptr);
+      TORCH_CHECK(o < derived.size(), spec.TorchName(), ": the backward shape rule gives no output ", o);
+      outputs.push_back(derived[o]);
     }
   }
-  const at::TensorOptions options = contiguous[0].options();
-  std::vector<at::Tensor> outputs;
-  for (const TensorInfo& info : args.output_infos) {
-    outputs.push_back(at::empty(info.shape, options.dtype(ScalarTypeOf(info.dtype))));
-    args.outputs.push_back(outputs.back().mutable_data_ptr());
-  }
-  args.attrs = attrs;
-  args.parallel_for = TorchParallelFor();
-  if (RuntimeChecksEnabled()) {
-    for (size_t i = 0; i < contiguous.size(); ++i) {
-      TORCH_CHECK(!contiguous[i].defined() || contiguous[i].is_contiguous(), spec.name, ": input ",
-                  spec.inputs[i].name, " reached the kernel non-contiguous (OPBRIDGE_CHECK)");
-    }
-    ThrowIfError(ValidateKernelArgs(spec, args));
-  }
-  ThrowIfError(spec.forward(args));
   return outputs;
 }
 
-namespace {
+struct BackwardCall {
+  std::vector<std::optional<at::Tensor>> inputs;
+  std::vector<AttrValue> attrs;
+  std::vector<bool> wanted;  // per output: requested or always computed
+};
 
-std::vector<at::Tensor> MetaForwardImpl(const OpSpec& spec,
-                                        const std::vector<std::optional<at::Tensor>>& inputs,
-                                        const std::vector<AttrValue>* attrs) {
-  const std::vector<TensorInfo> infos = InfosOf(inputs);
-  const std::vector<TensorInfo> output_infos = Infer(spec, infos, attrs);
-  std::vector<at::Tensor> outputs;
-  for (const TensorInfo& out : output_infos) {
-    const at::TensorOptions options = inputs[0]->options().dtype(ScalarTypeOf(out.dtype));
-    std::optional<at::Tensor> like;
-    for (size_t i = 0; i < inputs.size(); ++i) {
-      if (infos[i].present && infos[i].shape == out.shape) {
-        like = inputs[i];
+BackwardCall PopBackwardCall(const OpSpec& spec, Stack* stack) {
+  const size_t n_inputs = spec.backward.inputs.size();
+  const size_t n_attrs = spec.attrs.size();
+  BackwardCall call;
+  call.inputs = PopTensors(stack, n_inputs, n_attrs + 1);
+  call.attrs = AttrsOf(spec, torch::jit::last(*stack, n_attrs + 1));
+  const std::vector<bool> mask = torch::jit::last(*stack, 1)[0].toBoolList().vec();
+  torch::jit::drop(*stack, n_inputs + n_attrs + 1);
+  TORCH_CHECK(mask.size() == spec.backward.outputs.size(), spec.BackwardName(), ": output_mask must have ",
+              spec.backward.outputs.size(), " entries, got ", mask.size());
+  for (size_t o = 0; o < mask.size(); ++o)
+    call.wanted.push_back(mask[o] || !spec.backward.outputs[o].optional);
+  return call;
+}
+
+class BackwardCpu final : public c10::OperatorKernel {
+ public:
+  explicit BackwardCpu(const OpSpec& spec) : spec_(spec) {}
+
+  void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, Stack* stack) {
+    const BackwardCall call = PopBackwardCall(spec_, stack);
+    KernelArgs args;
+    args.attrs = call.attrs;
+    args.input_infos = InfosOf(call.inputs, false);
+    args.output_infos = InferBackward(spec_, args.input_infos, args.attrs);
+    const KernelInputs contiguous(spec_, call.inputs);
+    args.inputs = contiguous.pointers;
+    at::TensorOptions options;
+    for (const auto& tensor : contiguous.keep) {
+      if (tensor.defined()) {
+        options = tensor.options();
         break;
       }
     }
-    if (like.has_value()) {
-      outputs.push_back(at::empty_symint(like->sym_sizes(), options));
-    } else {
-      for (int64_t d : out.shape) {
-        TORCH_CHECK(d >= 0, spec.name, ": cannot express a symbolic output shape ", FormatShape(out.shape));
+    std::vector<at::Tensor> outputs;
+    for (size_t o = 0; o < args.output_infos.size(); ++o) {
+      const TensorInfo& info = args.output_infos[o];
+      const at::TensorOptions typed = options.dtype(ScalarTypeOf(info.dtype));
+      outputs.push_back(call.wanted[o] ? at::empty(info.shape, typed) : at::empty({0}, typed));
+      args.outputs.push_back(call.wanted[o] ? outputs.back().mutable_data_ptr() : nullptr);
+    }
+    args.parallel_for = TorchParallelFor();
+    ThrowIfError(spec_.backward.launch(args));
+    for (at::Tensor& output : outputs) stack->emplace_back(std::move(output));
+  }
+
+ private:
+  const OpSpec& spec_;
+};
+
+class BackwardMeta final : public c10::OperatorKernel {
+ public:
+  explicit BackwardMeta(const OpSpec& spec) : spec_(spec) {}
+
+  void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, Stack* stack) {
+    const BackwardCall call = PopBackwardCall(spec_, stack);
+    const std::vector<TensorInfo> outputs = InferBackward(spec_, InfosOf(call.inputs, true), call.attrs);
+    at::TensorOptions options;
+    for (const auto& tensor : call.inputs) {
+      if (tensor.has_value()) {
+        options = tensor->options();
+        break;
       }
-      outputs.push_back(at::empty(out.shape, options));
+    }
+    for (size_t o = 0; o < outputs.size(); ++o) {
+      const at::TensorOptions typed = options.dtype(ScalarTypeOf(outputs[o].dtype));
+      stack->emplace_back(call.wanted[o]
+                              ? at::empty_symint(SymSizes(spec_, outputs[o].shape, call.inputs), typed)
+                              : at::empty({0}, typed));
     }
   }
-  return outputs;
+
+ private:
+  const OpSpec& spec_;
+};
+
+// ----------------------------------------------------------------- autograd
+
+// The operator handles, looked up once the registration is complete.
+struct OpHandles {
+  c10::OperatorHandle forward;
+  std::optional<c10::OperatorHandle> backward;
+};
+
+const OpHandles& HandlesOf(const OpSpec& spec) {
+  // One entry per spec; specs live as long as the library.
+  static std::mutex mutex;
+  static std::vector<std::pair<const OpSpec*, std::unique_ptr<OpHandles>>> handles;
+  const std::lock_guard<std::mutex> lock(mutex);
+  for (const auto& [known, entry] : handles) {
+    if (known == &spec) return *entry;
+  }
+  auto& dispatcher = c10::Dispatcher::singleton();
+  auto entry =
+      std::make_unique<OpHandles>(OpHandles{dispatcher.findSchemaOrThrow(spec.TorchName().c_str(), ""), {}});
+  if (spec.has_backward()) {
+    const std::string name = std::string(ThisLibrary().torch_namespace) + "::" + spec.BackwardName();
+    entry->backward = dispatcher.findSchemaOrThrow(name.c_str(), "");
+  }
+  handles.emplace_back(&spec, std::move(entry));
+  return *handles.back().second;
 }
+
+bool AnyRequiresGrad(c10::ArrayRef<c10::IValue> values) {
+  for (const c10::IValue& value : values) {
+    if (value.isTensor() && value.toTensor().requires_grad()) return true;
+  }
+  return false;
+}
+
+// Outputs computed without a backward get a node that raises `message` if a
+// gradient ever flows into them: the error comes when (and only if) it is
+// needed, naming the op.
+void AttachErrorNode(const std::string& message, c10::ArrayRef<c10::IValue> inputs, Stack* stack,
+                     size_t n_outputs) {
+  std::vector<at::Tensor> tensors;
+  for (const c10::IValue& value : inputs) {
+    if (value.isTensor()) tensors.push_back(value.toTensor());
+  }
+  auto node =
+      c10::make_intrusive<torch::autograd::Error>(message, torch::autograd::collect_next_edges(tensors));
+  for (const c10::IValue& value : torch::jit::last(*stack, n_outputs)) {
+    const at::Tensor& output = value.toTensor();
+    if (torch::autograd::isDifferentiableType(output.scalar_type()))
+      torch::autograd::set_history(output, node);
+  }
+}
+
+// One autograd node type for every op: forward runs the op below autograd
+// and saves what the backward spec names; backward calls the backward op.
+// One autograd node type for every op: forward runs the op below autograd
+// and saves what the backward spec names; backward calls the backward op.
+// Only present inputs are autograd inputs (`present` maps them to the
+// spec's inputs): an absent optional input has no tensor to track.
+struct GenericFunction : public torch::autograd::Function<GenericFunction> {
+  static torch::autograd::variable_list forward(torch::autograd::AutogradContext* ctx, const OpSpec* spec,
+                                                at::TensorList present_inputs,
+                                                const std::vector<int64_t>* present,
+                                                const std::vector<c10::IValue>* attrs) {
+    at::AutoDispatchBelowADInplaceOrView guard;
+    std::vector<at::Tensor> inputs(spec->inputs.size());
+    for (size_t k = 0; k < present->size(); ++k)
+      inputs[static_cast<size_t>((*present)[k])] = present_inputs[k];
+    Stack stack;
+    stack.reserve(inputs.size() + attrs->size());
+    for (const at::Tensor& input : inputs)
+      stack.emplace_back(input.defined() ? c10::IValue(input) : c10::IValue());
+    for (const c10::IValue& attr : *attrs) stack.push_back(attr);
+    HandlesOf(*spec).forward.callBoxed(&stack);
+    torch::autograd::variable_list outputs;
+    outputs.reserve(stack.size());
+    for (c10::IValue& value : stack) outputs.push_back(std::move(value).toTensor());
+    torch::autograd::variable_list saved;
+    for (const BackwardInput& input : spec->backward.inputs) {
+      if (input.source == TensorSource::kInput) saved.push_back(inputs[static_cast<size_t>(input.index)]);
+      if (input.source == TensorSource::kOutput) saved.push_back(outputs[static_cast<size_t>(input.index)]);
+    }
+    ctx->save_for_backward(std::move(saved));
+    c10::impl::GenericList attr_list(c10::AnyType::get());
+    for (const c10::IValue& attr : *attrs) attr_list.push_back(attr);
+    ctx->saved_data["attrs"] = std::move(attr_list);
+    ctx->saved_data["present"] = c10::IValue(*present);
+    // The spec outlives every graph that uses it (it is a static of the library).
+    ctx->saved_data["spec"] = static_cast<int64_t>(reinterpret_cast<intptr_t>(spec));
+    return outputs;
+  }
+
+  static torch::autograd::variable_list backward(torch::autograd::AutogradContext* ctx,
+                                                 torch::autograd::variable_list grads) {
+    const auto* spec =
+        reinterpret_cast<const OpSpec*>(static_cast<intptr_t>(ctx->saved_data["spec"].toInt()));
+    const BackwardSpec& backward = spec->backward;
+    const std::vector<int64_t> present = ctx->saved_data["present"].toIntVector();
+    const torch::autograd::variable_list saved = ctx->get_saved_variables();
+    Stack stack;
+    size_t next_saved = 0;
+    for (const BackwardInput& input : backward.inputs) {
+      const at::Tensor& tensor = input.source == TensorSource::kGradOutput
+                                     ? grads.at(static_cast<size_t>(input.index))
+                                     : saved.at(next_saved++);
+      stack.emplace_back(tensor.defined() ? c10::IValue(tensor) : c10::IValue());
+    }
+    for (const c10::IValue& attr : ctx->saved_data["attrs"].toListRef()) stack.push_back(attr);
+    std::vector<bool> needed(present.size());
+    c10::List<bool> mask;
+    for (size_t o = 0; o < backward.outputs.size(); ++o) mask.push_back(false);
+    for (size_t k = 0; k < present.size(); ++k) {
+      const int grad = backward.input_grads.at(static_cast<size_t>(present[k]));
+      needed[k] = grad >= 0 && ctx->needs_input_grad(k);
+      if (needed[k]) mask.set(static_cast<size_t>(grad), true);
+    }
+    stack.emplace_back(std::move(mask));
+    HandlesOf(*spec).backward->callBoxed(&stack);
+    // One gradient per forward argument: the spec pointer, each present
+    // input, the index map and the attributes.
+    torch::autograd::variable_list result(present.size() + 3);
+    for (size_t k = 0; k < present.size(); ++k) {
+      if (needed[k]) {
+        const int grad = backward.input_grads[static_cast<size_t>(present[k])];
+        result[k + 1] = stack.at(static_cast<size_t>(grad)).toTensor();
+      }
+    }
+    return result;
+  }
+};
+
+class ForwardAutograd final : public c10::OperatorKernel {
+ public:
+  explicit ForwardAutograd(const OpSpec& spec) : spec_(spec) {}
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet keys, Stack* stack) {
+    const size_t n_inputs = spec_.inputs.size();
+    const size_t n_args = n_inputs + spec_.attrs.size();
+    // Without anything to differentiate, skip the autograd node: it is most
+    // of the cost of a call on a small input.
+    if (!at::GradMode::is_enabled() || !AnyRequiresGrad(torch::jit::last(*stack, n_args))) {
+      op.redispatchBoxed(keys & c10::after_autograd_keyset, stack);
+      return;
+    }
+    if (!spec_.has_backward()) {
+      const std::vector<c10::IValue> inputs(torch::jit::last(*stack, n_args).begin(),
+                                            torch::jit::last(*stack, n_args).end());
+      op.redispatchBoxed(keys & c10::after_autograd_keyset, stack);
+      AttachErrorNode(spec_.TorchName() + " has no backward: its spec declares none", inputs, stack,
+                      spec_.outputs.size());
+      return;
+    }
+    const auto args = torch::jit::last(*stack, n_args);
+    std::vector<at::Tensor> inputs;
+    std::vector<int64_t> present;
+    for (size_t i = 0; i < n_inputs; ++i) {
+      if (args[i].isNone()) continue;
+      inputs.push_back(args[i].toTensor());
+      present.push_back(static_cast<int64_t>(i));
+    }
+    const std::vector<c10::IValue> attrs(args.begin() + static_cast<std::ptrdiff_t>(n_inputs), args.end());
+    torch::jit::drop(*stack, n_args);
+    for (at::Tensor& output : GenericFunction::apply(&spec_, at::TensorList(inputs), &present, &attrs)) {
+      stack->emplace_back(std::move(output));
+    }
+  }
+
+ private:
+  const OpSpec& spec_;
+};
+
+// The backward is not differentiable: a gradient of a gradient stops with an
+// error naming the op (only if one is actually asked for).
+class BackwardAutograd final : public c10::OperatorKernel {
+ public:
+  explicit BackwardAutograd(const OpSpec& spec) : spec_(spec) {}
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet keys, Stack* stack) {
+    const size_t n_args = spec_.backward.inputs.size() + spec_.attrs.size() + 1;
+    if (!at::GradMode::is_enabled() || !AnyRequiresGrad(torch::jit::last(*stack, n_args))) {
+      op.redispatchBoxed(keys & c10::after_autograd_keyset, stack);
+      return;
+    }
+    const std::vector<c10::IValue> inputs(torch::jit::last(*stack, n_args).begin(),
+                                          torch::jit::last(*stack, n_args).end());
+    op.redispatchBoxed(keys & c10::after_autograd_keyset, stack);
+    AttachErrorNode(spec_.TorchName() + ": double backward (a gradient of its gradient) is not supported",
+                    inputs, stack, spec_.backward.outputs.size());
+  }
+
+ private:
+  const OpSpec& spec_;
+};
+
+// ------------------------------------------------------------- registration
+
+template <typename Kernel>
+torch::CppFunction Boxed(const OpSpec& spec) {
+  return torch::CppFunction::makeFromBoxedFunctor(std::make_unique<Kernel>(spec));
+}
+
+void RegisterWithTorch(const OpSpec& spec) {
+  // torch::Library objects unregister on destruction: they live as long as
+  // the library is loaded.
+  static std::vector<std::unique_ptr<torch::Library>> libraries;
+  const char* ns = ThisLibrary().torch_namespace;
+  auto library = [&](torch::Library::Kind kind, std::optional<c10::DispatchKey> key) -> torch::Library& {
+    libraries.push_back(std::make_unique<torch::Library>(kind, ns, key, __FILE__, __LINE__));
+    return *libraries.back();
+  };
+  // pt2_compliant: the ops trace under torch.compile / torch.export without
+  // graph breaks (tested).
+  torch::Library& defs = library(torch::Library::FRAGMENT, std::nullopt);
+  defs.def(torch::schema(spec.TorchSchema().c_str()), {at::Tag::pt2_compliant_tag});
+  if (spec.has_backward())
+    defs.def(torch::schema(spec.BackwardSchema().c_str()), {at::Tag::pt2_compliant_tag});
+
+  torch::Library& cpu = library(torch::Library::IMPL, c10::DispatchKey::CPU);
+  torch::Library& meta = library(torch::Library::IMPL, c10::DispatchKey::Meta);
+  torch::Library& autograd = library(torch::Library::IMPL, c10::DispatchKey::Autograd);
+  cpu.impl(spec.name, Boxed<ForwardCpu>(spec));
+  meta.impl(spec.name, Boxed<ForwardMeta>(spec));
+  autograd.impl(spec.name, Boxed<ForwardAutograd>(spec));
+  if (spec.has_backward()) {
+    const std::string backward = spec.BackwardName();
+    cpu.impl(backward.c_str(), Boxed<BackwardCpu>(spec));
+    meta.impl(backward.c_str(), Boxed<BackwardMeta>(spec));
+    autograd.impl(backward.c_str(), Boxed<BackwardAutograd>(spec));
+  }
+}
+
+// Every spec of this library, whenever it registers.
+[[maybe_unused]] const bool kRegistered = (OnEachSpec(&RegisterWithTorch), true);
 
 }  // namespace
-
-std::vector<at::Tensor> MetaForward(const OpSpec& spec,
-                                    const std::vector<std::optional<at::Tensor>>& inputs) {
-  return MetaForwardImpl(spec, inputs, nullptr);
-}
-
-std::vector<at::Tensor> MetaForward(const OpSpec& spec, const std::vector<std::optional<at::Tensor>>& inputs,
-                                    const std::vector<AttrValue>& attrs) {
-  return MetaForwardImpl(spec, inputs, &attrs);
-}
-
 }  // namespace opbridge::torch_adapter

@@ -1,6 +1,8 @@
-// The Python extension module opbridge._C. Importing it runs every
-// operator's TORCH_LIBRARY registration; it also exposes the specs so that
-// the Python side (ONNX export, documentation) reads the same contract.
+// The Python extension module of an operator library (opbridge._C for the
+// built-in operators, <name>_torch for a user's). Importing it registers
+// every spec with PyTorch (torch_adapter/adapter.cpp); it also exposes the
+// library's identity and specs so that the Python side (ONNX export, ONNX
+// Runtime sessions, documentation) reads the same contract.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -8,10 +10,11 @@
 #include <string>
 #include <vector>
 
-#include "core/runtime_checks.h"
-#include "core/simd.h"
-#include "core/spec.h"
-#include "core/version.h"
+#include "opbridge/library.h"
+#include "opbridge/runtime_checks.h"
+#include "opbridge/simd.h"
+#include "opbridge/spec.h"
+#include "opbridge/version.h"
 
 namespace py = pybind11;
 
@@ -49,22 +52,38 @@ py::dict SpecToDict(const opbridge::OpSpec& spec) {
   result["attrs"] = attrs;
   result["outputs"] = spec.outputs;
   result["torch_schema"] = spec.TorchSchema();
-  result["backward_schema"] = spec.backward_schema;
+  result["backward_schema"] = spec.BackwardSchema();
+  result["torch_namespace"] = opbridge::ThisLibrary().torch_namespace;
+  result["onnx_domain"] = opbridge::ThisLibrary().onnx_domain;
   return result;
 }
 
 }  // namespace
 
-PYBIND11_MODULE(_C, m) {
-  m.doc() = "opbridge native extension: registers torch.ops.opbridge.*";
-  m.attr("__version__") = opbridge::kVersion;
+#ifndef OPBRIDGE_MODULE_NAME
+#error "the build names the module (opbridge_add_operator_library in cmake/opbridge.cmake)"
+#endif
+#ifndef OPBRIDGE_ORT_LIBRARY_FILE
+#error "the build names the ONNX Runtime library (opbridge_add_operator_library in cmake/opbridge.cmake)"
+#endif
+
+PYBIND11_MODULE(OPBRIDGE_MODULE_NAME, m) {
+  const opbridge::LibraryInfo& library = opbridge::ThisLibrary();
+  m.doc() = "opbridge operator library: registers its operators with PyTorch";
+  // The opbridge SDK this library was built with.
+  m.attr("OPBRIDGE_VERSION") = opbridge::kVersion;
+  m.attr("__version__") = library.version;
+  m.attr("LIBRARY_NAME") = library.name;
+  m.attr("TORCH_NAMESPACE") = library.torch_namespace;
+  // File name of the library's ONNX Runtime custom-op library, beside this module.
+  m.attr("ORT_LIBRARY") = OPBRIDGE_ORT_LIBRARY_FILE;
   // Build facts for `opbridge doctor`.
   m.attr("BUILD_COMPILER") = "g++ " __VERSION__;
   m.attr("BUILD_CXX11_ABI") = static_cast<bool>(_GLIBCXX_USE_CXX11_ABI);
   m.attr("BUILD_TORCH_VERSION") = OPBRIDGE_TORCH_VERSION;
   m.def("runtime_checks_enabled", &opbridge::RuntimeChecksEnabled);
-  m.attr("ONNX_DOMAIN") = opbridge::kOnnxDomain;
-  m.attr("ONNX_DOMAIN_VERSION") = opbridge::kOnnxDomainVersion;
+  m.attr("ONNX_DOMAIN") = library.onnx_domain;
+  m.attr("ONNX_DOMAIN_VERSION") = library.domain_version;
   // The spec's shape rule, for the Python side (legacy export output types).
   // inputs: [(present, dtype, shape with -1 for unknown dims)]; attrs (in
   // spec order: numbers, strings, lists of numbers) when known.
@@ -74,7 +93,9 @@ PYBIND11_MODULE(_C, m) {
          const std::vector<std::tuple<bool, std::string, std::vector<int64_t>>>& inputs,
          const std::optional<py::list>& attrs) {
         const opbridge::OpSpec* spec = opbridge::FindSpec(name);
-        if (spec == nullptr) throw py::value_error("opbridge: no operator named '" + name + "'");
+        if (spec == nullptr)
+          throw py::value_error(std::string(opbridge::ThisLibrary().name) + ": no operator named '" + name +
+                                "'");
         std::vector<opbridge::TensorInfo> infos;
         for (const auto& [present, dtype, shape] : inputs) infos.push_back({present, dtype, shape});
         std::vector<opbridge::TensorInfo> outputs;
@@ -106,7 +127,7 @@ PYBIND11_MODULE(_C, m) {
         "SIMD targets compiled in and supported by this CPU, widest first.");
   m.def("simd_target", &opbridge::SimdTarget, "The SIMD target the kernels dispatch to now.");
   m.def("simd_default_target", &opbridge::SimdDefaultTarget,
-        "The SIMD target used when none is forced (see core/simd.h).");
+        "The SIMD target used when none is forced (see opbridge/simd.h).");
   m.def(
       "set_simd_target",
       [](const std::string& name) {

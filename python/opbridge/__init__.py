@@ -7,7 +7,16 @@ the library at :func:`opbridge.ort.get_library_path`.
 """
 
 from opbridge import nn, onnx, ort, patching
-from opbridge._library import ONNX_DOMAIN, ONNX_DOMAIN_VERSION, VERSION, specs
+from opbridge._library import (
+    ONNX_DOMAIN,
+    ONNX_DOMAIN_VERSION,
+    VERSION,
+    Library,
+    cmake_prefix_path,
+    libraries,
+    load_library,
+    specs,
+)
 from opbridge.ops import (
     add_rms_norm,
     bias_gelu,
@@ -24,10 +33,14 @@ __version__ = VERSION
 __all__ = [
     "ONNX_DOMAIN",
     "ONNX_DOMAIN_VERSION",
+    "Library",
     "VerificationReport",
     "__version__",
     "add_rms_norm",
     "bias_gelu",
+    "cmake_prefix_path",
+    "libraries",
+    "load_library",
     "nn",
     "normalize_image",
     "onnx",

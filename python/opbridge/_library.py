@@ -1,8 +1,21 @@
-"""Loads the native extension, which registers torch.ops.opbridge.*."""
+"""Operator libraries: opbridge's own (``opbridge._C``, loaded on import) and
+any a user builds with the SDK and loads with :func:`load_library`.
+
+A library is a Python extension module made by CMake's
+``opbridge_add_operator_library``: importing it registers its operators with
+PyTorch (``torch.ops.<namespace>.*``); beside it lies its ONNX Runtime
+custom-op library for its ONNX domain.
+"""
 
 from __future__ import annotations
 
+import importlib.util
+import os
+import sys
+import threading
+from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 
 import torch
 
@@ -30,11 +43,181 @@ ONNX_DOMAIN: str = _C.ONNX_DOMAIN
 ONNX_DOMAIN_VERSION: int = _C.ONNX_DOMAIN_VERSION
 
 
+@dataclass(frozen=True)
+class Library:
+    """One loaded operator library."""
+
+    name: str
+    torch_namespace: str
+    onnx_domain: str
+    domain_version: int
+    version: str
+    module: ModuleType
+
+    @property
+    def path(self) -> Path:
+        """The extension module's file."""
+        return Path(self.module.__file__).resolve()
+
+    @property
+    def ort_library_path(self) -> Path:
+        """The ONNX Runtime custom-op library (beside the module)."""
+        return self.path.parent / self.module.ORT_LIBRARY
+
+    def specs(self) -> dict[str, dict]:
+        """Every operator's spec (from the C++ definition), keyed by op name."""
+        return {spec["name"]: spec for spec in self.module.specs()}
+
+    def op(self, name: str):
+        """``torch.ops.<namespace>.<name>.default``."""
+        return getattr(getattr(torch.ops, self.torch_namespace), name).default
+
+
+def _library_of(module: ModuleType) -> Library:
+    missing = [
+        attr
+        for attr in (
+            "TORCH_NAMESPACE",
+            "ONNX_DOMAIN",
+            "ONNX_DOMAIN_VERSION",
+            "ORT_LIBRARY",
+            "specs",
+        )
+        if not hasattr(module, attr)
+    ]
+    if missing:
+        raise ImportError(
+            f"opbridge: {getattr(module, '__file__', module)} is not an opbridge operator library "
+            f"(it lacks {', '.join(missing)}); build it with opbridge_add_operator_library"
+        )
+    return Library(
+        name=module.LIBRARY_NAME,
+        torch_namespace=module.TORCH_NAMESPACE,
+        onnx_domain=module.ONNX_DOMAIN,
+        domain_version=int(module.ONNX_DOMAIN_VERSION),
+        version=module.__version__,
+        module=module,
+    )
+
+
+BUILTIN = _library_of(_C)
+_LIBRARIES: dict[str, Library] = {BUILTIN.torch_namespace: BUILTIN}
+_LOCK = threading.Lock()
+
+
+def _find_module_file(path: Path) -> Path:
+    if path.is_file():
+        return path
+    if path.is_dir():
+        found = sorted(p for p in path.glob("*_torch*.so")) or sorted(path.glob("*.so"))
+        found = [p for p in found if not p.name.startswith("lib")]
+        if len(found) == 1:
+            return found[0]
+        raise FileNotFoundError(
+            f"opbridge.load_library: expected one operator library module in {path}, "
+            f"found {[p.name for p in found] or 'none'}"
+        )
+    raise FileNotFoundError(f"opbridge.load_library: {path} does not exist")
+
+
+def load_library(library: str | os.PathLike | ModuleType) -> Library:
+    """Loads an operator library built with the opbridge SDK.
+
+    ``library`` is the path of its extension module (``<name>_torch*.so``),
+    a folder holding one, or the imported module itself. Its operators become
+    ``torch.ops.<namespace>.*``; its ONNX Runtime library is recorded for
+    :func:`opbridge.ort.InferenceSession`, which registers it for every model
+    that imports its domain. Loading the same library again returns it;
+    another library with the same namespace or domain is refused.
+    """
+    with _LOCK:
+        if isinstance(library, ModuleType):
+            module = library
+        else:
+            file = _find_module_file(Path(library).resolve())
+            module_name = file.name.split(".")[0]
+            known = sys.modules.get(module_name)
+            if known is not None and Path(getattr(known, "__file__", "")).resolve() == file:
+                module = known
+            else:
+                if known is not None:
+                    raise ImportError(
+                        f"opbridge.load_library: a module named {module_name!r} is already loaded "
+                        f"from {known.__file__}; cannot load {file} too"
+                    )
+                spec = importlib.util.spec_from_file_location(module_name, file)
+                if spec is None or spec.loader is None:
+                    raise ImportError(
+                        f"opbridge.load_library: {file} is not a Python extension module"
+                    )
+                module = importlib.util.module_from_spec(spec)
+                try:
+                    spec.loader.exec_module(module)
+                except ImportError as error:
+                    raise ImportError(
+                        f"opbridge.load_library: could not load {file}: {error}. Was it built "
+                        f"against this torch ({torch.__version__})?"
+                    ) from error
+                sys.modules[module_name] = module
+        loaded = _library_of(module)
+        for other in _LIBRARIES.values():
+            if other.module is module:
+                return other
+            if other.torch_namespace == loaded.torch_namespace:
+                raise ValueError(
+                    f"opbridge.load_library: namespace {loaded.torch_namespace!r} is already "
+                    f"taken by {other.path}"
+                )
+            if other.onnx_domain == loaded.onnx_domain:
+                raise ValueError(
+                    f"opbridge.load_library: ONNX domain {loaded.onnx_domain!r} is already "
+                    f"taken by {other.path}"
+                )
+        _LIBRARIES[loaded.torch_namespace] = loaded
+        return loaded
+
+
+def libraries() -> list[Library]:
+    """Every loaded operator library, opbridge's own first."""
+    return list(_LIBRARIES.values())
+
+
+def library_for_domain(domain: str) -> Library | None:
+    for loaded in _LIBRARIES.values():
+        if loaded.onnx_domain == domain:
+            return loaded
+    return None
+
+
+def library_for_namespace(namespace: str) -> Library | None:
+    return _LIBRARIES.get(namespace)
+
+
 def specs() -> dict[str, dict]:
-    """Every operator's spec (from the C++ definition), keyed by op name."""
-    return {spec["name"]: spec for spec in _C.specs()}
+    """Every built-in operator's spec (from the C++ definition), keyed by op name."""
+    return BUILTIN.specs()
+
+
+def all_specs() -> dict[str, dict]:
+    """Every loaded library's specs, keyed by ``<namespace>::<name>``."""
+    return {
+        f"{lib.torch_namespace}::{name}": spec
+        for lib in libraries()
+        for name, spec in lib.specs().items()
+    }
 
 
 def native_dir() -> Path:
     """The folder holding _C and libopbridge_ort.so."""
     return Path(_C.__file__).resolve().parent
+
+
+def cmake_prefix_path() -> str:
+    """What to put on ``CMAKE_PREFIX_PATH`` for ``find_package(opbridge CONFIG)``
+    (as ``torch.utils.cmake_prefix_path``)."""
+    path = native_dir() / "share" / "cmake"
+    if not (path / "opbridge" / "opbridgeConfig.cmake").is_file():
+        raise FileNotFoundError(
+            f"opbridge: the CMake package is missing from {path}; reinstall opbridge"
+        )
+    return str(path)

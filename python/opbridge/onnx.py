@@ -1,9 +1,12 @@
 """Export to ONNX by an explicit route, with either exporter.
 
 Routes:
-  * ``"custom"``: one node per operator in the ``opbridge`` domain, with the
-    spec's attribute names; needs the opbridge ONNX Runtime library.
+  * ``"custom"``: one node per operator in its library's domain (``opbridge``
+    for the built-in operators), with the spec's attribute names; needs that
+    library's ONNX Runtime custom-op library.
   * ``"standard"``: plain ai.onnx operators only, loadable by any runtime.
+
+Every loaded operator library takes part (:func:`opbridge.load_library`).
 
 The route is always the caller's choice; nothing is inferred from the
 environment or from whether the library is loaded.
@@ -18,8 +21,15 @@ from typing import Any
 
 import torch
 
-from opbridge._library import ONNX_DOMAIN, ONNX_DOMAIN_VERSION, VERSION, specs
-from opbridge.ops import decomposition
+from opbridge._library import (
+    BUILTIN,
+    ONNX_DOMAIN,
+    ONNX_DOMAIN_VERSION,
+    VERSION,
+    Library,
+    libraries,
+    library_for_domain,
+)
 from opbridge.ops._builder import DynamoBuilder, LegacyBuilder
 
 ROUTES = ("custom", "standard")
@@ -29,6 +39,49 @@ DEFAULT_OPSET = 18
 METADATA_VERSION_KEY = "opbridge.version"
 METADATA_DOMAIN_VERSION_KEY = "opbridge.domain_version"
 METADATA_ROUTE_KEY = "opbridge.route"
+# Per custom domain used by the model: "opbridge.domain_version.<domain>".
+METADATA_DOMAIN_VERSION_PREFIX = "opbridge.domain_version."
+
+# Standard-route decompositions registered for operators of user libraries,
+# keyed by "<namespace>::<name>".
+_DECOMPOSITIONS: dict[str, Callable] = {}
+
+
+def register_decomposition(qualified_name: str, decomposition: Callable) -> Callable:
+    """Registers the standard-route decomposition of a user library's operator.
+
+    ``qualified_name`` is ``"<namespace>::<op>"``; ``decomposition(b, *inputs,
+    **attrs)`` builds the op from ai.onnx operators with ``b.op(op_type, *inputs,
+    **attrs)`` (the same builder the built-in operators use, see
+    :mod:`opbridge.ops._builder`): one function serves both exporters. Returns
+    the function, so it can be used as a decorator factory's result.
+    """
+    if "::" not in qualified_name:
+        raise ValueError(
+            f"opbridge.onnx.register_decomposition: name the op as '<namespace>::<op>', "
+            f"got {qualified_name!r}"
+        )
+    _DECOMPOSITIONS[qualified_name] = decomposition
+    return decomposition
+
+
+def _decomposition(library: Library, spec: dict) -> Callable:
+    qualified = f"{library.torch_namespace}::{spec['name']}"
+    if qualified in _DECOMPOSITIONS:
+        return _DECOMPOSITIONS[qualified]
+    if library is BUILTIN:
+        from opbridge.ops import decomposition
+
+        return decomposition(spec["name"])
+
+    def missing(*_args, **_kwargs):
+        raise NotImplementedError(
+            f"{qualified} has no standard-route decomposition: register one with "
+            f"opbridge.onnx.register_decomposition({qualified!r}, fn), or export with "
+            "route='custom'"
+        )
+
+    return missing
 
 
 def _check_route(route: str) -> None:
@@ -39,20 +92,21 @@ def _check_route(route: str) -> None:
 def _bind(spec: dict, args: tuple, kwargs: dict) -> tuple[list, dict]:
     """Splits a call of the op into its tensor inputs and its attributes,
     filling the spec's defaults."""
+    qualified = f"{spec.get('torch_namespace', 'opbridge')}::{spec['name']}"
     names = [p["name"] for p in spec["inputs"]] + [a["name"] for a in spec["attrs"]]
     if len(args) > len(names):
-        raise TypeError(f"opbridge::{spec['name']}: too many arguments ({len(args)})")
+        raise TypeError(f"{qualified}: too many arguments ({len(args)})")
     values = dict(zip(names, args, strict=False))
     for key, value in kwargs.items():
         if key not in names:
-            raise TypeError(f"opbridge::{spec['name']}: unexpected argument {key!r}")
+            raise TypeError(f"{qualified}: unexpected argument {key!r}")
         values[key] = value
     inputs = [values.get(p["name"]) for p in spec["inputs"]]
     attrs = {}
     for attr in spec["attrs"]:
         value = values.get(attr["name"], attr["default"])
         if value is None:
-            raise TypeError(f"opbridge::{spec['name']}: missing attribute {attr['name']!r}")
+            raise TypeError(f"{qualified}: missing attribute {attr['name']!r}")
         attrs[attr["name"]] = _attr_value(attr, value)
     return inputs, attrs
 
@@ -89,7 +143,7 @@ _SCHEMA_TENSOR_TYPES = [
 ]
 
 
-def onnx_schema(spec: dict):
+def onnx_schema(spec: dict, library: Library = BUILTIN):
     """The ``onnx.defs.OpSchema`` of an op's custom-route node, from its spec.
 
     Each input and output has its own type variable: dtype rules are the
@@ -123,8 +177,8 @@ def onnx_schema(spec: dict):
             attributes.append(defs.OpSchema.Attribute(attr["name"], default))
     return defs.OpSchema(
         spec["onnx_type"],
-        ONNX_DOMAIN,
-        ONNX_DOMAIN_VERSION,
+        library.onnx_domain,
+        library.domain_version,
         spec["doc"],
         inputs=inputs,
         outputs=outputs,
@@ -133,12 +187,14 @@ def onnx_schema(spec: dict):
     )
 
 
-def _dynamo_translation(spec: dict, route: str, opset: int) -> Callable:
+def _dynamo_translation(library: Library, spec: dict, route: str, opset: int) -> Callable:
     import onnxscript
 
-    domain = onnxscript.values.Opset(ONNX_DOMAIN, ONNX_DOMAIN_VERSION)
-    custom_op = onnxscript.values.Op(domain, spec["onnx_type"], op_schema=onnx_schema(spec))
-    standard = decomposition(spec["name"])
+    domain = onnxscript.values.Opset(library.onnx_domain, library.domain_version)
+    custom_op = onnxscript.values.Op(
+        domain, spec["onnx_type"], op_schema=onnx_schema(spec, library)
+    )
+    standard = _decomposition(library, spec)
 
     def translate(*args, **kwargs):
         inputs, attrs = _bind(spec, args, kwargs)
@@ -149,7 +205,7 @@ def _dynamo_translation(spec: dict, route: str, opset: int) -> Callable:
             return custom_op(*inputs, **attrs)
         return standard(DynamoBuilder(opset), *inputs, **attrs)
 
-    translate.__name__ = f"opbridge_{spec['name']}_{route}"
+    translate.__name__ = f"{library.torch_namespace}_{spec['name']}_{route}"
     return translate
 
 
@@ -159,20 +215,22 @@ def translation_table(
     """``custom_translation_table`` for ``torch.onnx.export(..., dynamo=True)``.
 
     ``opset`` is the ``opset_version`` the export will ask for (the standard
-    route chooses its form by it); default 18.
+    route chooses its form by it); default 18. Covers the operators of every
+    loaded library.
     """
     _check_route(route)
     opset = opset or DEFAULT_OPSET
     return {
-        getattr(torch.ops.opbridge, name).default: _dynamo_translation(spec, route, opset)
-        for name, spec in specs().items()
+        library.op(name): _dynamo_translation(library, spec, route, opset)
+        for library in libraries()
+        for name, spec in library.specs().items()
     }
 
 
-def _legacy_symbolic(spec: dict, route: str, opset: int) -> Callable:
+def _legacy_symbolic(library: Library, spec: dict, route: str, opset: int) -> Callable:
     from torch.onnx import symbolic_helper
 
-    standard = decomposition(spec["name"])
+    standard = _decomposition(library, spec)
 
     def symbolic(g, *args):
         n_inputs = len(spec["inputs"])
@@ -188,16 +246,21 @@ def _legacy_symbolic(spec: dict, route: str, opset: int) -> Callable:
             inputs.pop()
         if any(v is None for v in inputs):
             raise NotImplementedError(
-                f"opbridge::{spec['name']}: the legacy exporter cannot leave out a "
-                "non-trailing optional input"
+                f"{library.torch_namespace}::{spec['name']}: the legacy exporter cannot leave "
+                "out a non-trailing optional input"
             )
         named = {
             f"{a['name']}_{_LEGACY_SUFFIX[a['type']]}": attrs[a["name"]] for a in spec["attrs"]
         }
         outputs = g.op(
-            f"{ONNX_DOMAIN}::{spec['onnx_type']}", *inputs, outputs=len(spec["outputs"]), **named
+            f"{library.onnx_domain}::{spec['onnx_type']}",
+            *inputs,
+            outputs=len(spec["outputs"]),
+            **named,
         )
-        _set_legacy_output_types(spec, inputs, outputs, [attrs[a["name"]] for a in spec["attrs"]])
+        _set_legacy_output_types(
+            library, spec, inputs, outputs, [attrs[a["name"]] for a in spec["attrs"]]
+        )
         return outputs
 
     return symbolic
@@ -219,11 +282,11 @@ _TORCH_DTYPES = {
 }
 
 
-def _set_legacy_output_types(spec: dict, inputs: list, outputs, attrs: list) -> None:
+def _set_legacy_output_types(
+    library: Library, spec: dict, inputs: list, outputs, attrs: list
+) -> None:
     """Gives the TorchScript exporter the output dtype and shape from the
     spec's shape rule (it cannot infer them for a custom node)."""
-    from opbridge._library import _C
-
     infos = []
     padded = inputs + [None] * (len(spec["inputs"]) - len(inputs))
     for value in padded:
@@ -236,7 +299,7 @@ def _set_legacy_output_types(spec: dict, inputs: list, outputs, attrs: list) -> 
         if dtype is None or sizes is None:
             return  # not known here; ONNX Runtime infers it at load time
         infos.append((True, dtype, [-1 if d is None else d for d in sizes]))
-    inferred = _C.infer(spec["name"], infos, attrs)
+    inferred = library.module.infer(spec["name"], infos, attrs)
     outputs = outputs if isinstance(outputs, tuple | list) else (outputs,)
     for output, (dtype, shape) in zip(outputs, inferred, strict=True):
         # Dtype and rank only: sizes seen while tracing are the example's, and
@@ -255,23 +318,38 @@ def register_legacy_symbolics(route: str = "custom", *, opset: int | None = None
     """
     _check_route(route)
     opset = opset or DEFAULT_OPSET
-    for name, spec in specs().items():
-        torch.onnx.register_custom_op_symbolic(
-            f"opbridge::{name}", _legacy_symbolic(spec, route, opset), opset
-        )
+    for library in libraries():
+        for name, spec in library.specs().items():
+            torch.onnx.register_custom_op_symbolic(
+                f"{library.torch_namespace}::{name}",
+                _legacy_symbolic(library, spec, route, opset),
+                opset,
+            )
 
 
 def stamp_metadata(model, route: str):
-    """Adds opbridge's metadata and drops an unused opbridge opset import."""
-    uses_domain = any(node.domain == ONNX_DOMAIN for node in model.graph.node)
-    kept = [imp for imp in model.opset_import if imp.domain != ONNX_DOMAIN or uses_domain]
-    if uses_domain and not any(imp.domain == ONNX_DOMAIN for imp in kept):
-        import onnx
+    """Adds opbridge's metadata and drops unused opset imports of library domains.
 
-        kept.append(onnx.helper.make_opsetid(ONNX_DOMAIN, ONNX_DOMAIN_VERSION))
+    Every library domain the graph uses is imported at the library's version
+    and recorded as ``opbridge.domain_version.<domain>``.
+    """
+    import onnx
+
+    used = {node.domain for node in model.graph.node}
+    kept = []
+    for imp in model.opset_import:
+        library = library_for_domain(imp.domain)
+        if library is None or imp.domain in used:
+            kept.append(imp)
+    props = {p.key: p.value for p in model.metadata_props}
+    for library in libraries():
+        if library.onnx_domain not in used:
+            continue
+        if not any(imp.domain == library.onnx_domain for imp in kept):
+            kept.append(onnx.helper.make_opsetid(library.onnx_domain, library.domain_version))
+        props[METADATA_DOMAIN_VERSION_PREFIX + library.onnx_domain] = str(library.domain_version)
     del model.opset_import[:]
     model.opset_import.extend(kept)
-    props = {p.key: p.value for p in model.metadata_props}
     props[METADATA_VERSION_KEY] = VERSION
     props[METADATA_DOMAIN_VERSION_KEY] = str(ONNX_DOMAIN_VERSION)
     props[METADATA_ROUTE_KEY] = route
@@ -328,7 +406,11 @@ def export(
             buffer,
             dynamo=False,
             opset_version=opset,
-            custom_opsets={ONNX_DOMAIN: ONNX_DOMAIN_VERSION} if route == "custom" else None,
+            custom_opsets=(
+                {lib.onnx_domain: lib.domain_version for lib in libraries()}
+                if route == "custom"
+                else None
+            ),
             **kwargs,
         )
         proto = onnx.load_from_string(buffer.getvalue())

@@ -1,44 +1,104 @@
-"""ONNX Runtime with the opbridge custom-op library registered."""
+"""ONNX Runtime with opbridge's custom-op libraries registered."""
 
 from __future__ import annotations
 
 import os
 from typing import Any
 
-from opbridge._library import ONNX_DOMAIN, ONNX_DOMAIN_VERSION, VERSION, native_dir
+from opbridge._library import (
+    BUILTIN,
+    ONNX_DOMAIN,
+    ONNX_DOMAIN_VERSION,
+    VERSION,
+    Library,
+    libraries,
+    library_for_domain,
+)
 
 LIBRARY_NAME = "libopbridge_ort.so"
+METADATA_DOMAIN_VERSION_PREFIX = "opbridge.domain_version."
+# Domains ONNX Runtime implements itself (and the exporters' function domains).
+_RUNTIME_DOMAINS = {"", "ai.onnx", "ai.onnx.ml", "ai.onnx.training", "ai.onnx.preview.training"}
+_RUNTIME_DOMAIN_PREFIXES = ("com.microsoft", "com.ms.", "pkg.")
 
 
-def get_library_path() -> str:
-    """Absolute path of the ONNX Runtime custom-op library (domain ``opbridge``)."""
-    path = native_dir() / LIBRARY_NAME
+def _path_of(library: Library) -> str:
+    path = library.ort_library_path
     if not path.is_file():
         raise FileNotFoundError(
-            f"opbridge: the ONNX Runtime library {path} is missing; reinstall opbridge"
+            f"{library.name}: the ONNX Runtime library {path} is missing; rebuild or reinstall "
+            f"{library.name}"
         )
     return str(path)
 
 
-def session_options(options: Any = None):
-    """``onnxruntime.SessionOptions`` (a new one, or ``options``) with the library registered."""
+def get_library_path(library: Library | None = None) -> str:
+    """Absolute path of an ONNX Runtime custom-op library: opbridge's own
+    (domain ``opbridge``) by default, or that of a loaded ``library``."""
+    return _path_of(library or BUILTIN)
+
+
+def session_options(options: Any = None, libraries: list[Library] | None = None):
+    """``onnxruntime.SessionOptions`` (a new one, or ``options``) with the
+    custom-op libraries registered: opbridge's own by default, else ``libraries``."""
     import onnxruntime
 
     options = options if options is not None else onnxruntime.SessionOptions()
-    path = get_library_path()
-    try:
-        options.register_custom_ops_library(path)
-    except Exception as error:
-        raise RuntimeError(
-            f"opbridge: ONNX Runtime {onnxruntime.__version__} could not load {path}: {error}"
-        ) from error
+    for library in libraries if libraries is not None else [BUILTIN]:
+        path = _path_of(library)
+        try:
+            options.register_custom_ops_library(path)
+        except Exception as error:
+            raise RuntimeError(
+                f"{library.name}: ONNX Runtime {onnxruntime.__version__} could not load "
+                f"{path}: {error}"
+            ) from error
     return options
 
 
-def InferenceSession(path_or_bytes: str | bytes | os.PathLike, **kwargs: Any):
-    """An ``onnxruntime.InferenceSession`` with the opbridge library registered.
+def _proto_of(model: Any):
+    import onnx
 
-    Takes the same arguments; ``sess_options`` (if given) gets the library
+    if isinstance(model, str | os.PathLike):
+        return onnx.load(os.fspath(model), load_external_data=False)
+    if isinstance(model, bytes | bytearray):
+        return onnx.load_from_string(bytes(model))
+    return model
+
+
+def libraries_for(model: Any) -> list[Library]:
+    """The loaded libraries a model needs (opbridge's own always comes first),
+    after checking each domain's version against the model.
+
+    A model that uses a custom domain no loaded library provides is refused
+    with a message saying how to load one.
+    """
+    proto = _proto_of(model)
+    check_domain_version(proto)
+    used = {node.domain for node in proto.graph.node}
+    local_functions = {function.domain for function in proto.functions}
+    needed = [BUILTIN]
+    for domain in sorted(used - local_functions):
+        if domain in _RUNTIME_DOMAINS or domain.startswith(_RUNTIME_DOMAIN_PREFIXES):
+            continue
+        library = library_for_domain(domain)
+        if library is None:
+            loaded = ", ".join(f"{lib.onnx_domain} ({lib.path.name})" for lib in libraries())
+            raise RuntimeError(
+                f"opbridge: the model uses ONNX domain {domain!r}, which no loaded operator "
+                f"library provides (loaded: {loaded}); load its library first with "
+                "opbridge.load_library(path)"
+            )
+        if library is not BUILTIN:
+            needed.append(library)
+    return needed
+
+
+def InferenceSession(path_or_bytes: str | bytes | os.PathLike, **kwargs: Any):
+    """An ``onnxruntime.InferenceSession`` with opbridge's library registered,
+    and the library of every other custom domain the model uses.
+
+    Takes the same arguments; ``sess_options`` (if given) gets the libraries
     added. A ``ModelProto`` is accepted too.
     """
     import onnxruntime
@@ -47,31 +107,42 @@ def InferenceSession(path_or_bytes: str | bytes | os.PathLike, **kwargs: Any):
         path_or_bytes = path_or_bytes.SerializeToString()
     elif isinstance(path_or_bytes, os.PathLike):
         path_or_bytes = os.fspath(path_or_bytes)
-    check_domain_version(path_or_bytes)
-    kwargs["sess_options"] = session_options(kwargs.get("sess_options"))
+    needed = libraries_for(path_or_bytes)
+    kwargs["sess_options"] = session_options(kwargs.get("sess_options"), needed)
     kwargs.setdefault("providers", ["CPUExecutionProvider"])
     return onnxruntime.InferenceSession(path_or_bytes, **kwargs)
 
 
 def check_domain_version(model: Any) -> None:
-    """Raises if the model needs a newer ``opbridge`` domain than this library has.
+    """Raises if the model needs a newer version of a library domain than the
+    loaded library has (by its opset imports and its
+    ``opbridge.domain_version.<domain>`` metadata).
 
     ONNX Runtime itself would only say the op "is not a registered
     function/op"; this names both versions. ``model`` is a path, bytes or a
     ``ModelProto``.
     """
-    import onnx
-
-    if isinstance(model, str | os.PathLike):
-        proto = onnx.load(os.fspath(model), load_external_data=False)
-    elif isinstance(model, bytes | bytearray):
-        proto = onnx.load_from_string(bytes(model))
-    else:
-        proto = model
-    for opset in proto.opset_import:
-        if opset.domain == ONNX_DOMAIN and opset.version > ONNX_DOMAIN_VERSION:
+    proto = _proto_of(model)
+    wanted = {opset.domain: opset.version for opset in proto.opset_import}
+    for prop in proto.metadata_props:
+        if prop.key.startswith(METADATA_DOMAIN_VERSION_PREFIX):
+            domain = prop.key[len(METADATA_DOMAIN_VERSION_PREFIX) :]
+            try:
+                wanted[domain] = max(wanted.get(domain, 0), int(prop.value))
+            except ValueError:
+                continue
+    for domain, version in wanted.items():
+        library = library_for_domain(domain)
+        if library is None or version <= library.domain_version:
+            continue
+        if library is BUILTIN:
             raise RuntimeError(
-                f"opbridge: the model needs ONNX domain '{ONNX_DOMAIN}' version {opset.version}, "
+                f"opbridge: the model needs ONNX domain '{ONNX_DOMAIN}' version {version}, "
                 f"but this library (opbridge {VERSION}, {get_library_path()}) supports "
                 f"version {ONNX_DOMAIN_VERSION}; upgrade opbridge"
             )
+        raise RuntimeError(
+            f"{library.name}: the model needs ONNX domain '{domain}' version {version}, but the "
+            f"loaded library ({library.name} {library.version}, {library.ort_library_path}) "
+            f"supports version {library.domain_version}; rebuild the model or upgrade the library"
+        )

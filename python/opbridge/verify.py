@@ -34,7 +34,7 @@ import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
-from opbridge._library import ONNX_DOMAIN, ONNX_DOMAIN_VERSION, VERSION, specs
+from opbridge._library import ONNX_DOMAIN, ONNX_DOMAIN_VERSION, VERSION, libraries
 from opbridge.onnx import (
     METADATA_DOMAIN_VERSION_KEY,
     METADATA_ROUTE_KEY,
@@ -424,17 +424,22 @@ def _check_custom_nodes(model) -> Check:
     output counts, attribute names and types, none missing or unknown."""
     import onnx
 
-    by_type = {spec["onnx_type"]: spec for spec in specs().values()}
+    by_type = {
+        (lib.onnx_domain, spec["onnx_type"]): spec
+        for lib in libraries()
+        for spec in lib.specs().values()
+    }
+    domains = {lib.onnx_domain for lib in libraries()}
     problems = []
     count = 0
     for index, node in enumerate(model.graph.node):
-        if node.domain != ONNX_DOMAIN:
+        if node.domain not in domains:
             continue
         count += 1
         where = f"node {node.name or index} ({node.op_type})"
-        spec = by_type.get(node.op_type)
+        spec = by_type.get((node.domain, node.op_type))
         if spec is None:
-            problems.append(f"{where}: no operator {node.op_type!r} in {ONNX_DOMAIN}")
+            problems.append(f"{where}: no operator {node.op_type!r} in {node.domain}")
             continue
         required = [p["name"] for p in spec["inputs"] if not p["optional"]]
         n_inputs = len(node.input)
@@ -480,19 +485,21 @@ def _structure_checks(model, route: str, torch_model, inputs, outputs) -> list[C
     imports = {imp.domain or "ai.onnx": imp.version for imp in model.opset_import}
     node_domains = {n.domain or "ai.onnx" for n in model.graph.node}
     problems = [f"nodes use domain {d!r}, not imported" for d in node_domains - imports.keys()]
-    if ONNX_DOMAIN in imports and imports[ONNX_DOMAIN] != ONNX_DOMAIN_VERSION:
-        problems.append(
-            f"imports {ONNX_DOMAIN} version {imports[ONNX_DOMAIN]}, "
-            f"this library implements version {ONNX_DOMAIN_VERSION}"
-        )
+    for lib in libraries():
+        if lib.onnx_domain in imports and imports[lib.onnx_domain] != lib.domain_version:
+            problems.append(
+                f"imports {lib.onnx_domain} version {imports[lib.onnx_domain]}, "
+                f"{lib.name} implements version {lib.domain_version}"
+            )
     text = ", ".join(f"{d} {v}" for d, v in sorted(imports.items()))
     checks.append(Check("opset imports", FAIL if problems else PASS, "; ".join(problems) or text))
 
-    custom = [n for n in model.graph.node if n.domain == ONNX_DOMAIN]
+    library_domains = {lib.onnx_domain for lib in libraries()}
+    custom = [n for n in model.graph.node if n.domain in library_domains]
     if route == "standard":
         if custom:
             kinds = ", ".join(sorted({n.op_type for n in custom}))
-            detail = f"{len(custom)} {ONNX_DOMAIN} nodes: {kinds}"
+            detail = f"{len(custom)} custom-domain nodes: {kinds}"
         else:
             detail = f"all {len(model.graph.node)} nodes are standard ONNX"
         checks.append(Check("standard route: no opbridge node", FAIL if custom else PASS, detail))

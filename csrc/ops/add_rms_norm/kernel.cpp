@@ -4,8 +4,8 @@
 #include <cmath>
 #include <vector>
 
-#include "core/checks.h"
-#include "core/column_sums.h"
+#include "opbridge/checks.h"
+#include "opbridge/column_sums.h"
 #include "ops/add_rms_norm/spec.h"
 
 namespace opbridge {
@@ -114,6 +114,22 @@ Status LaunchAddRmsNorm(const KernelArgs& args) {
                          static_cast<const T*>(args.inputs[2]), static_cast<const T*>(args.inputs[3]),
                          static_cast<T*>(args.outputs[0]), static_cast<T*>(args.outputs[1]), rows, cols,
                          attrs, args.parallel_for);
+  });
+}
+
+// Backward inputs: grad_out, grad_residual_out, residual_out, weight;
+// outputs: the gradient of x + residual, grad_weight, grad_bias (or null).
+Status LaunchAddRmsNormBackward(const KernelArgs& args) {
+  const Shape& shape = args.input_infos[2].shape;
+  const int64_t cols = shape.back();
+  const int64_t rows = cols == 0 ? 0 : NumElements(shape) / cols;
+  const AddRmsNormAttrs attrs{args.attrs[0].number};
+  return DispatchFloating(kAddRmsNormSpec, "x", args.input_infos[2].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    AddRmsNormBackward<T>(static_cast<const T*>(args.inputs[0]), static_cast<const T*>(args.inputs[1]),
+                          static_cast<const T*>(args.inputs[2]), static_cast<const T*>(args.inputs[3]),
+                          static_cast<T*>(args.outputs[0]), static_cast<T*>(args.outputs[1]),
+                          static_cast<T*>(args.outputs[2]), rows, cols, attrs, args.parallel_for);
   });
 }
 

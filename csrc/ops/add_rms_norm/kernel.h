@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "core/parallel.h"
+#include "opbridge/parallel.h"
 
 namespace opbridge {
 

@@ -1,6 +1,6 @@
 #include "ops/add_rms_norm/spec.h"
 
-#include "core/checks.h"
+#include "opbridge/checks.h"
 
 namespace opbridge {
 
@@ -22,4 +22,4 @@ Status InferAddRmsNorm(const std::vector<TensorInfo>& inputs, std::vector<Tensor
 
 }  // namespace opbridge
 
-OPBRIDGE_REGISTER_SPEC(kAddRmsNormSpec)
+OPBRIDGE_REGISTER_SPEC(opbridge::kAddRmsNormSpec)

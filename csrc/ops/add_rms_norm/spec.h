@@ -4,12 +4,13 @@
 
 #include <vector>
 
-#include "core/spec.h"
+#include "opbridge/spec.h"
 
 namespace opbridge {
 
 Status InferAddRmsNorm(const std::vector<TensorInfo>& inputs, std::vector<TensorInfo>* outputs);
 Status LaunchAddRmsNorm(const KernelArgs& args);
+Status LaunchAddRmsNormBackward(const KernelArgs& args);
 
 inline const OpSpec kAddRmsNormSpec{
     "add_rms_norm",
@@ -19,10 +20,18 @@ inline const OpSpec kAddRmsNormSpec{
     {{"x", false}, {"residual", false}, {"weight", false}, {"bias", true}},
     {{"eps", AttrType::kFloat, true, 1e-6}},
     {"out", "residual_out"},
-    "add_rms_norm_backward(Tensor grad_out, Tensor? grad_residual_out, Tensor residual_out, Tensor weight, "
-    "float eps, bool bias_grad) -> (Tensor, Tensor, Tensor)",
     InferAddRmsNorm,
     LaunchAddRmsNorm,
+    nullptr,
+    // residual_out is all the backward needs (rstd is recomputed from it);
+    // x and residual share one gradient.
+    {{{"grad_out", TensorSource::kGradOutput, 0, 2},
+      {"grad_residual_out", TensorSource::kGradOutput, 1, 2},
+      {"residual_out", TensorSource::kOutput, 1},
+      {"weight", TensorSource::kInput, 2}},
+     {{"grad_sum", 2}, {"grad_weight", 3}, {"grad_bias", 3, true}},
+     {0, 0, 1, 2},
+     LaunchAddRmsNormBackward},
 };
 
 }  // namespace opbridge

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <vector>
 
-#include "core/checks.h"
+#include "opbridge/checks.h"
 #include "ops/bias_gelu/spec.h"
 
 // The clamps in FastErf / FastTanh are compares; GCC turns them into vector
@@ -176,6 +176,21 @@ Status LaunchBiasGelu(const KernelArgs& args) {
     using T = decltype(tag);
     BiasGeluForward<T>(static_cast<const T*>(args.inputs[0]), static_cast<const T*>(args.inputs[1]),
                        static_cast<T*>(args.outputs[0]), rows, cols, attrs, args.parallel_for);
+  });
+}
+
+// Backward inputs: grad_y, x, bias; outputs: grad_x, grad_bias (or null).
+Status LaunchBiasGeluBackward(const KernelArgs& args) {
+  BiasGeluAttrs attrs{false};
+  OPBRIDGE_RETURN_IF_ERROR(ParseGeluApproximate(args.attrs[0].text, &attrs.use_tanh));
+  const Shape& x_shape = args.input_infos[1].shape;
+  const int64_t cols = x_shape.back();
+  const int64_t rows = cols == 0 ? 0 : NumElements(x_shape) / cols;
+  return DispatchFloating(kBiasGeluSpec, "x", args.input_infos[1].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    BiasGeluBackward<T>(static_cast<const T*>(args.inputs[0]), static_cast<const T*>(args.inputs[1]),
+                        static_cast<const T*>(args.inputs[2]), static_cast<T*>(args.outputs[0]),
+                        static_cast<T*>(args.outputs[1]), rows, cols, attrs, args.parallel_for);
   });
 }
 

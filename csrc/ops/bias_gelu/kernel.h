@@ -3,7 +3,7 @@
 
 #include <cstdint>
 
-#include "core/parallel.h"
+#include "opbridge/parallel.h"
 
 namespace opbridge {
 

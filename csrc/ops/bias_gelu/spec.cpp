@@ -1,6 +1,6 @@
 #include "ops/bias_gelu/spec.h"
 
-#include "core/checks.h"
+#include "opbridge/checks.h"
 
 namespace opbridge {
 
@@ -32,4 +32,4 @@ Status InferBiasGeluAttrs(const std::vector<TensorInfo>& inputs, const std::vect
 
 }  // namespace opbridge
 
-OPBRIDGE_REGISTER_SPEC(kBiasGeluSpec)
+OPBRIDGE_REGISTER_SPEC(opbridge::kBiasGeluSpec)

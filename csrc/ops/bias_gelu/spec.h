@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "core/spec.h"
+#include "opbridge/spec.h"
 
 namespace opbridge {
 
@@ -12,6 +12,7 @@ Status InferBiasGelu(const std::vector<TensorInfo>& inputs, std::vector<TensorIn
 Status InferBiasGeluAttrs(const std::vector<TensorInfo>& inputs, const std::vector<AttrValue>& attrs,
                           std::vector<TensorInfo>* outputs);
 Status LaunchBiasGelu(const KernelArgs& args);
+Status LaunchBiasGeluBackward(const KernelArgs& args);
 
 // "none" (the exact, erf form) or "tanh", as torch.nn.functional.gelu names
 // them; anything else is an error naming the attribute.
@@ -25,11 +26,15 @@ inline const OpSpec kBiasGeluSpec{
     {{"x", false}, {"bias", false}},
     {{"approximate", AttrType::kString, true, 0.0, "none"}},
     {"y"},
-    "bias_gelu_backward(Tensor grad_y, Tensor x, Tensor bias, str approximate, bool bias_grad) -> "
-    "(Tensor, Tensor)",
     InferBiasGelu,
     LaunchBiasGelu,
     InferBiasGeluAttrs,
+    {{{"grad_y", TensorSource::kGradOutput, 0, 1},
+      {"x", TensorSource::kInput, 0},
+      {"bias", TensorSource::kInput, 1}},
+     {{"grad_x", 1}, {"grad_bias", 2, true}},
+     {0, 1},
+     LaunchBiasGeluBackward},
 };
 
 }  // namespace opbridge

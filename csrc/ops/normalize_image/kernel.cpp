@@ -1,8 +1,9 @@
 #include "ops/normalize_image/kernel.h"
 
 #include <cstdint>
+#include <vector>
 
-#include "core/checks.h"
+#include "opbridge/checks.h"
 #include "ops/normalize_image/spec.h"
 
 namespace opbridge {
@@ -118,6 +119,19 @@ Status LaunchNormalizeImage(const KernelArgs& args) {
     using T = decltype(tag);
     NormalizeImageForward<T, T>(static_cast<const T*>(args.inputs[0]), static_cast<T*>(args.outputs[0]), dims,
                                 attrs, args.parallel_for);
+  });
+}
+
+// Backward input: grad_y [N, C, H, W]; output: grad_image in the image's layout.
+Status LaunchNormalizeImageBackward(const KernelArgs& args) {
+  const Shape& g = args.input_infos[0].shape;
+  const ImageDims dims{g[0], g[1], g[2], g[3]};
+  const NormalizeImageAttrs attrs{std::vector<double>(args.attrs[1].numbers.size(), 0.0),
+                                  args.attrs[1].numbers, args.attrs[2].number != 0.0};
+  return DispatchFloating(kNormalizeImageSpec, "grad_y", args.input_infos[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    NormalizeImageBackward<T>(static_cast<const T*>(args.inputs[0]), static_cast<T*>(args.outputs[0]), dims,
+                              attrs, args.parallel_for);
   });
 }
 

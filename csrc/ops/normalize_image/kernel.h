@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/parallel.h"
-#include "core/spec.h"
+#include "opbridge/parallel.h"
+#include "opbridge/spec.h"
 
 namespace opbridge {
 

@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <string>
 
-#include "core/checks.h"
+#include "opbridge/checks.h"
 
 namespace opbridge {
 
@@ -68,6 +68,26 @@ Status InferNormalizeImageAttrs(const std::vector<TensorInfo>& inputs, const std
   return Status::Ok();
 }
 
+// grad_y is a float [N, C, H, W] tensor with one channel per std value;
+// grad_image has the image's layout.
+Status InferNormalizeImageBackward(const std::vector<TensorInfo>& inputs, const std::vector<AttrValue>& attrs,
+                                   std::vector<TensorInfo>* outputs) {
+  const OpSpec& spec = kNormalizeImageSpec;
+  const TensorInfo& grad = inputs.at(0);
+  OPBRIDGE_RETURN_IF_ERROR(CheckFloatingDtype(spec, "grad_y", grad.dtype));
+  OPBRIDGE_RETURN_IF_ERROR(CheckRank(spec, "grad_y", grad.shape, 4, "[N, C, H, W]"));
+  const Shape& g = grad.shape;
+  const size_t channels = attrs.at(1).numbers.size();
+  if (g[1] >= 0 && g[1] != static_cast<int64_t>(channels)) {
+    return ArgError(spec, "grad_y",
+                    "must have " + std::to_string(channels) + " channels (one per std value), got shape " +
+                        FormatShape(g));
+  }
+  const bool channels_last = attrs.at(2).number != 0.0;
+  *outputs = {TensorInfo{true, grad.dtype, channels_last ? Shape{g[0], g[2], g[3], g[1]} : g}};
+  return Status::Ok();
+}
+
 }  // namespace opbridge
 
-OPBRIDGE_REGISTER_SPEC(kNormalizeImageSpec)
+OPBRIDGE_REGISTER_SPEC(opbridge::kNormalizeImageSpec)

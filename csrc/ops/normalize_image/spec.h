@@ -3,7 +3,7 @@
 
 #include <vector>
 
-#include "core/spec.h"
+#include "opbridge/spec.h"
 
 namespace opbridge {
 
@@ -11,6 +11,9 @@ Status InferNormalizeImage(const std::vector<TensorInfo>& inputs, std::vector<Te
 Status InferNormalizeImageAttrs(const std::vector<TensorInfo>& inputs, const std::vector<AttrValue>& attrs,
                                 std::vector<TensorInfo>* outputs);
 Status LaunchNormalizeImage(const KernelArgs& args);
+Status LaunchNormalizeImageBackward(const KernelArgs& args);
+Status InferNormalizeImageBackward(const std::vector<TensorInfo>& inputs, const std::vector<AttrValue>& attrs,
+                                   std::vector<TensorInfo>* outputs);
 
 inline const OpSpec kNormalizeImageSpec{
     "normalize_image",
@@ -23,10 +26,15 @@ inline const OpSpec kNormalizeImageSpec{
      {"std", AttrType::kFloats, false, 0.0},
      {"channels_last_in", AttrType::kBool, true, 1.0}},
     {"y"},
-    "normalize_image_backward(Tensor grad_y, float[] std, bool channels_last_in) -> Tensor",
     InferNormalizeImage,
     LaunchNormalizeImage,
     InferNormalizeImageAttrs,
+    // The op is affine: the backward needs only std and the layout.
+    {{{"grad_y", TensorSource::kGradOutput, 0}},
+     {{"grad_image", -1}},
+     {0},
+     LaunchNormalizeImageBackward,
+     InferNormalizeImageBackward},
 };
 
 }  // namespace opbridge

@@ -15,12 +15,12 @@
 #include <type_traits>
 #include <vector>
 
-#include "core/checks.h"
-#include "core/column_sums.h"
-#include "core/dynamic_for.h"
-#include "core/half.h"
-#include "core/simd-inl.h"
-#include "core/simd.h"
+#include "opbridge/checks.h"
+#include "opbridge/column_sums.h"
+#include "opbridge/dynamic_for.h"
+#include "opbridge/half.h"
+#include "opbridge/simd-inl.h"
+#include "opbridge/simd.h"
 #include "ops/rms_norm/spec.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -352,6 +352,22 @@ Status LaunchRmsNorm(const KernelArgs& args) {
     RmsNormForward<T>(static_cast<const T*>(args.inputs[0]), static_cast<const T*>(args.inputs[1]),
                       static_cast<const T*>(args.inputs[2]), static_cast<T*>(args.outputs[0]), rows, cols,
                       attrs, args.parallel_for);
+  });
+}
+
+// Backward inputs: grad_y, x, weight; outputs: grad_x, grad_weight, grad_bias
+// (null when the bias has no gradient to compute).
+Status LaunchRmsNormBackward(const KernelArgs& args) {
+  const Shape& x_shape = args.input_infos[1].shape;
+  const int64_t cols = x_shape.back();
+  const int64_t rows = cols == 0 ? 0 : NumElements(x_shape) / cols;
+  const RmsNormAttrs attrs{args.attrs[0].number};
+  return DispatchFloatingOrHalf(kRmsNormSpec, "x", args.input_infos[1].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    RmsNormBackward<T>(static_cast<const T*>(args.inputs[0]), static_cast<const T*>(args.inputs[1]),
+                       static_cast<const T*>(args.inputs[2]), static_cast<T*>(args.outputs[0]),
+                       static_cast<T*>(args.outputs[1]), static_cast<T*>(args.outputs[2]), rows, cols, attrs,
+                       args.parallel_for);
   });
 }
 

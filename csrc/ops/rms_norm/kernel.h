@@ -4,9 +4,9 @@
 
 #include <cstdint>
 
-#include "core/half.h"
-#include "core/parallel.h"
-#include "core/spec.h"
+#include "opbridge/half.h"
+#include "opbridge/parallel.h"
+#include "opbridge/spec.h"
 
 namespace opbridge {
 
@@ -14,8 +14,8 @@ struct RmsNormAttrs {
   double eps;
 };
 
-// T is float, double, Float16 or BFloat16 (core/half.h); 16-bit types
-// compute in float32. Vectorized for the CPU's best SIMD target (core/simd.h).
+// T is float, double, Float16 or BFloat16 (opbridge/half.h); 16-bit types
+// compute in float32. Vectorized for the CPU's best SIMD target (opbridge/simd.h).
 //
 // y = x * rsqrt(mean(x^2) + eps) * weight (+ bias), row by row. bias may be
 // null. Sums of squares accumulate in float32 lanes (float64 for double)

@@ -1,6 +1,6 @@
 #include "ops/rms_norm/spec.h"
 
-#include "core/checks.h"
+#include "opbridge/checks.h"
 
 namespace opbridge {
 
@@ -20,4 +20,4 @@ Status InferRmsNorm(const std::vector<TensorInfo>& inputs, std::vector<TensorInf
 
 }  // namespace opbridge
 
-OPBRIDGE_REGISTER_SPEC(kRmsNormSpec)
+OPBRIDGE_REGISTER_SPEC(opbridge::kRmsNormSpec)

@@ -3,12 +3,13 @@
 
 #include <vector>
 
-#include "core/spec.h"
+#include "opbridge/spec.h"
 
 namespace opbridge {
 
 Status InferRmsNorm(const std::vector<TensorInfo>& inputs, std::vector<TensorInfo>* outputs);
 Status LaunchRmsNorm(const KernelArgs& args);
+Status LaunchRmsNormBackward(const KernelArgs& args);
 
 inline const OpSpec kRmsNormSpec{
     "rms_norm",
@@ -17,10 +18,15 @@ inline const OpSpec kRmsNormSpec{
     {{"x", false}, {"weight", false}, {"bias", true}},
     {{"eps", AttrType::kFloat, true, 1e-6}},
     {"y"},
-    "rms_norm_backward(Tensor grad_y, Tensor x, Tensor weight, float eps, bool bias_grad) -> "
-    "(Tensor, Tensor, Tensor)",
     InferRmsNorm,
     LaunchRmsNorm,
+    nullptr,
+    {{{"grad_y", TensorSource::kGradOutput, 0, 1},
+      {"x", TensorSource::kInput, 0},
+      {"weight", TensorSource::kInput, 1}},
+     {{"grad_x", 1}, {"grad_weight", 2}, {"grad_bias", 2, true}},
+     {0, 1, 2},
+     LaunchRmsNormBackward},
 };
 
 }  // namespace opbridge

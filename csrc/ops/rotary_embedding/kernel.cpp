@@ -1,8 +1,9 @@
 #include "ops/rotary_embedding/kernel.h"
 
 #include <algorithm>
+#include <vector>
 
-#include "core/checks.h"
+#include "opbridge/checks.h"
 #include "ops/rotary_embedding/spec.h"
 
 namespace opbridge {
@@ -119,6 +120,28 @@ Status LaunchRotaryEmbedding(const KernelArgs& args) {
     RotaryEmbeddingForward<T>(static_cast<const T*>(args.inputs[0]), static_cast<const T*>(args.inputs[1]),
                               static_cast<const T*>(args.inputs[2]), static_cast<T*>(args.outputs[0]), dims,
                               attrs, args.parallel_for);
+  });
+}
+
+// Backward inputs: grad_y, x, cos, sin; outputs: grad_x, grad_cos, grad_sin
+// (the kernel computes cos and sin gradients together, so when only one is
+// wanted the other goes to scratch memory).
+Status LaunchRotaryEmbeddingBackward(const KernelArgs& args) {
+  const RotaryDims dims = RotaryDimsOf(args.input_infos[1].shape, args.input_infos[2].shape);
+  const RotaryAttrs attrs{args.attrs[0].number != 0.0};
+  return DispatchFloating(kRotaryEmbeddingSpec, "x", args.input_infos[1].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T* grad_cos = static_cast<T*>(args.outputs[1]);
+    T* grad_sin = static_cast<T*>(args.outputs[2]);
+    std::vector<T> scratch;
+    if ((grad_cos == nullptr) != (grad_sin == nullptr)) {
+      scratch.resize(static_cast<size_t>(NumElements(args.input_infos[2].shape)));
+      (grad_cos == nullptr ? grad_cos : grad_sin) = scratch.data();
+    }
+    RotaryEmbeddingBackward<T>(static_cast<const T*>(args.inputs[0]), static_cast<const T*>(args.inputs[1]),
+                               static_cast<const T*>(args.inputs[2]), static_cast<const T*>(args.inputs[3]),
+                               static_cast<T*>(args.outputs[0]), grad_cos, grad_sin, dims, attrs,
+                               args.parallel_for);
   });
 }
 

@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
-#include "core/parallel.h"
-#include "core/spec.h"
+#include "opbridge/parallel.h"
+#include "opbridge/spec.h"
 
 namespace opbridge {
 

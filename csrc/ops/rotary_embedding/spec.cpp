@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "core/checks.h"
+#include "opbridge/checks.h"
 
 namespace opbridge {
 
@@ -38,4 +38,4 @@ Status InferRotaryEmbedding(const std::vector<TensorInfo>& inputs, std::vector<T
 
 }  // namespace opbridge
 
-OPBRIDGE_REGISTER_SPEC(kRotaryEmbeddingSpec)
+OPBRIDGE_REGISTER_SPEC(opbridge::kRotaryEmbeddingSpec)

@@ -3,12 +3,13 @@
 
 #include <vector>
 
-#include "core/spec.h"
+#include "opbridge/spec.h"
 
 namespace opbridge {
 
 Status InferRotaryEmbedding(const std::vector<TensorInfo>& inputs, std::vector<TensorInfo>* outputs);
 Status LaunchRotaryEmbedding(const KernelArgs& args);
+Status LaunchRotaryEmbeddingBackward(const KernelArgs& args);
 
 inline const OpSpec kRotaryEmbeddingSpec{
     "rotary_embedding",
@@ -19,10 +20,18 @@ inline const OpSpec kRotaryEmbeddingSpec{
     {{"x", false}, {"cos", false}, {"sin", false}},
     {{"interleaved", AttrType::kBool, true, 0.0}},
     {"y"},
-    "rotary_embedding_backward(Tensor grad_y, Tensor x, Tensor cos, Tensor sin, bool interleaved, "
-    "bool cos_sin_grad) -> (Tensor, Tensor, Tensor)",
     InferRotaryEmbedding,
     LaunchRotaryEmbedding,
+    nullptr,
+    // cos and sin are usually fixed tables: their gradients (a reduction
+    // over batch and heads) are computed only when asked for.
+    {{{"grad_y", TensorSource::kGradOutput, 0, 1},
+      {"x", TensorSource::kInput, 0},
+      {"cos", TensorSource::kInput, 1},
+      {"sin", TensorSource::kInput, 2}},
+     {{"grad_x", 1}, {"grad_cos", 2, true}, {"grad_sin", 3, true}},
+     {0, 1, 2},
+     LaunchRotaryEmbeddingBackward},
 };
 
 }  // namespace opbridge

@@ -11,11 +11,11 @@
 #include <cmath>
 #include <limits>
 
-#include "core/checks.h"
-#include "core/dynamic_for.h"
-#include "core/half.h"
-#include "core/simd-inl.h"
-#include "core/simd.h"
+#include "opbridge/checks.h"
+#include "opbridge/dynamic_for.h"
+#include "opbridge/half.h"
+#include "opbridge/simd-inl.h"
+#include "opbridge/simd.h"
 #include "ops/scaled_clamp/spec.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -216,6 +216,17 @@ OPBRIDGE_INSTANTIATE(double)
 OPBRIDGE_INSTANTIATE(Float16)
 OPBRIDGE_INSTANTIATE(BFloat16)
 #undef OPBRIDGE_INSTANTIATE
+
+// Backward inputs: grad_y, x; output: grad_x.
+Status LaunchScaledClampBackward(const KernelArgs& args) {
+  const ScaledClampAttrs attrs{args.attrs[0].number, args.attrs[1].number, args.attrs[2].number};
+  return DispatchFloatingOrHalf(kScaledClampSpec, "x", args.input_infos[1].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    ScaledClampBackward<T>(static_cast<const T*>(args.inputs[0]), static_cast<const T*>(args.inputs[1]),
+                           static_cast<T*>(args.outputs[0]), NumElements(args.input_infos[1].shape), attrs,
+                           args.parallel_for);
+  });
+}
 
 }  // namespace opbridge
 #endif  // HWY_ONCE

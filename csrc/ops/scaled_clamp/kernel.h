@@ -3,8 +3,8 @@
 
 #include <cstdint>
 
-#include "core/half.h"
-#include "core/parallel.h"
+#include "opbridge/half.h"
+#include "opbridge/parallel.h"
 
 namespace opbridge {
 

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "core/parallel.h"
-#include "core/spec.h"
+#include "opbridge/parallel.h"
+#include "opbridge/spec.h"
 #include "ops/scaled_clamp/spec.h"
 
 namespace opbridge {

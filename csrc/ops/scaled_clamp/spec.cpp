@@ -1,6 +1,6 @@
 #include "ops/scaled_clamp/spec.h"
 
-#include "core/checks.h"
+#include "opbridge/checks.h"
 
 namespace opbridge {
 
@@ -13,4 +13,4 @@ Status InferScaledClamp(const std::vector<TensorInfo>& inputs, std::vector<Tenso
 
 }  // namespace opbridge
 
-OPBRIDGE_REGISTER_SPEC(kScaledClampSpec)
+OPBRIDGE_REGISTER_SPEC(opbridge::kScaledClampSpec)

@@ -3,12 +3,13 @@
 
 #include <vector>
 
-#include "core/spec.h"
+#include "opbridge/spec.h"
 
 namespace opbridge {
 
 Status InferScaledClamp(const std::vector<TensorInfo>& inputs, std::vector<TensorInfo>* outputs);
 Status LaunchScaledClamp(const KernelArgs& args);
+Status LaunchScaledClampBackward(const KernelArgs& args);
 
 inline const OpSpec kScaledClampSpec{
     "scaled_clamp",
@@ -19,9 +20,13 @@ inline const OpSpec kScaledClampSpec{
      {"min_val", AttrType::kFloat, true, 0.0},
      {"max_val", AttrType::kFloat, true, 6.0}},
     {"y"},
-    "scaled_clamp_backward(Tensor grad_y, Tensor x, float scale, float min_val, float max_val) -> Tensor",
     InferScaledClamp,
     LaunchScaledClamp,
+    nullptr,
+    {{{"grad_y", TensorSource::kGradOutput, 0, 1}, {"x", TensorSource::kInput, 0}},
+     {{"grad_x", 1}},
+     {0},
+     LaunchScaledClampBackward},
 };
 
 }  // namespace opbridge

@@ -8,16 +8,11 @@
 #include <utility>
 #include <vector>
 
-#include "core/parallel.h"
-#include "core/status.h"
+#include "opbridge/library.h"
+#include "opbridge/parallel.h"
+#include "opbridge/status.h"
 
 namespace opbridge {
-
-// The ONNX domain of the custom route and its version (a released contract).
-inline constexpr const char* kOnnxDomain = "opbridge";
-inline constexpr int kOnnxDomainVersion = 1;
-// The PyTorch namespace: torch.ops.opbridge.<name>.
-inline constexpr const char* kTorchNamespace = "opbridge";
 
 enum class AttrType { kFloat, kInt, kBool, kString, kFloats };
 
@@ -48,7 +43,10 @@ struct InputSpec {
 };
 
 // A tensor as the shape rule sees it. dtype is "float32", "int64", ...;
-// a dimension of -1 is unknown (symbolic at shape-inference time).
+// a negative dimension is unknown (symbolic at shape-inference time, or under
+// torch.compile / torch.export). Shape rules compare only known dimensions
+// and pass unknown ones through unchanged: the PyTorch adapter maps an
+// unknown dimension that reaches an output back to its symbolic size.
 using Shape = std::vector<int64_t>;
 struct TensorInfo {
   bool present = true;  // false for an absent optional input
@@ -78,6 +76,50 @@ using LaunchFn = Status (*)(const KernelArgs& args);
 using InferAttrsFn = Status (*)(const std::vector<TensorInfo>& inputs, const std::vector<AttrValue>& attrs,
                                 std::vector<TensorInfo>* outputs);
 
+// Where a backward kernel's tensor argument comes from.
+enum class TensorSource {
+  kGradOutput,  // the gradient of forward output `index` (zeros when unused)
+  kInput,       // forward input `index`, saved for the backward
+  kOutput,      // forward output `index`, saved for the backward
+};
+
+struct BackwardInput {
+  const char* name;
+  TensorSource source;
+  int index;
+  // For a gradient: the backward input (an index into BackwardSpec::inputs)
+  // whose dtype and shape it must have; -1 leaves it to BackwardSpec::infer.
+  int like = -1;
+};
+
+struct BackwardOutput {
+  const char* name;
+  // The backward input (an index into BackwardSpec::inputs) whose shape and
+  // dtype this gradient has; -1 when BackwardSpec::infer derives it.
+  int like;
+  // true: the kernel skips this gradient when nobody needs it (it then gets
+  // a null pointer); false: it is always computed.
+  bool optional = false;
+};
+
+// The backward of an operator, as the PyTorch adapter registers it: the op
+// `<name>_backward(<inputs>, <forward attrs>, bool[N] output_mask) -> (<outputs>)`,
+// with CPU and Meta kernels, and one autograd node that saves the inputs and
+// outputs named here. ONNX carries no gradients, so only PyTorch uses it.
+struct BackwardSpec {
+  std::vector<BackwardInput> inputs;
+  std::vector<BackwardOutput> outputs;
+  // For each forward input, the backward output holding its gradient, or -1
+  // (no gradient). Several inputs may share one output (x + residual).
+  std::vector<int> input_grads;
+  // Runs the backward: KernelArgs::inputs are `inputs` above (contiguous),
+  // outputs the gradients (null where optional and not needed), attrs the
+  // forward attributes in spec order.
+  LaunchFn launch = nullptr;
+  // Optional: output shapes for outputs with like == -1 (and extra checks).
+  InferAttrsFn infer = nullptr;
+};
+
 struct OpSpec {
   const char* name;       // snake_case: the PyTorch op name.
   const char* onnx_type;  // CamelCase: the ONNX node op type.
@@ -85,18 +127,26 @@ struct OpSpec {
   std::vector<InputSpec> inputs;
   std::vector<AttrSpec> attrs;
   std::vector<const char*> outputs;
-  // Backward op schema (PyTorch only; ONNX carries no gradients).
-  const char* backward_schema;
   InferFn infer;
   LaunchFn forward;
   // Optional; when set, adapters that know the attributes use it instead of
   // `infer` (which then covers only callers without attributes).
   InferAttrsFn infer_attrs = nullptr;
+  // Without a backward (launch == nullptr) the op is not differentiable: a
+  // backward through it raises an error naming the op.
+  BackwardSpec backward = {};
 
+  bool has_backward() const { return backward.launch != nullptr; }
   // "rms_norm(Tensor x, Tensor weight, Tensor? bias=None, float eps=1e-06) -> Tensor"
   std::string TorchSchema() const;
-  // "opbridge::RmsNorm" style name used in messages.
+  // "rms_norm_backward(Tensor grad_y, Tensor x, Tensor weight, float eps, bool[3] output_mask)
+  //  -> (Tensor, Tensor, Tensor)"; empty without a backward.
+  std::string BackwardName() const;
+  std::string BackwardSchema() const;
+  // "opbridge::RmsNorm": the ONNX domain and op type, used in messages.
   std::string QualifiedName() const;
+  // "opbridge::rms_norm": the PyTorch namespace and op name.
+  std::string TorchName() const;
 };
 
 const char* AttrTypeName(AttrType type);
@@ -115,9 +165,20 @@ struct SpecRegistrar {
   explicit SpecRegistrar(const OpSpec& spec);
 };
 
+// Calls `listener` for every spec registered so far and for every one
+// registered later: how an adapter registers each operator whatever the
+// order of static initialisation.
+using SpecListener = void (*)(const OpSpec& spec);
+void OnEachSpec(SpecListener listener);
+
 }  // namespace opbridge
 
-// Placed once in each operator's spec.cpp, so adding an operator needs no
-// edit outside its folder.
-#define OPBRIDGE_REGISTER_SPEC(spec) \
-  [[maybe_unused]] static const ::opbridge::SpecRegistrar opbridge_spec_registrar_##spec{::opbridge::spec};
+#define OPBRIDGE_CONCAT_INNER(a, b) a##b
+#define OPBRIDGE_CONCAT(a, b) OPBRIDGE_CONCAT_INNER(a, b)
+
+// Placed once in each operator's spec.cpp (at namespace scope, after the
+// spec), so adding an operator needs no edit outside its folder:
+//   OPBRIDGE_REGISTER_SPEC(mylib::kSoftCapSpec)
+#define OPBRIDGE_REGISTER_SPEC(spec)                                                                \
+  [[maybe_unused]] static const ::opbridge::SpecRegistrar OPBRIDGE_CONCAT(opbridge_spec_registrar_, \
+                                                                          __LINE__){spec};

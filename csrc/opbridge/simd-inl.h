@@ -17,7 +17,7 @@
 #include <cstring>
 #include <type_traits>
 
-#include "core/half.h"
+#include "opbridge/half.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace opbridge {
@@ -114,10 +114,10 @@ HWY_AFTER_NAMESPACE();
 
 #endif  // include guard (per target)
 
-// Dispatch through opbridge's own target selection (core/simd.h) rather than
+// Dispatch through opbridge's own target selection (opbridge/simd.h) rather than
 // Highway's global one. Use in a kernel's HWY_ONCE section, after HWY_EXPORT.
 #ifndef OPBRIDGE_DYNAMIC_DISPATCH
-#include "core/simd.h"
+#include "opbridge/simd.h"
 namespace opbridge {
 inline size_t SimdDispatchIndex() {
   hwy::ChosenTarget chosen;

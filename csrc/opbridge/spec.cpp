@@ -1,4 +1,4 @@
-#include "core/spec.h"
+#include "opbridge/spec.h"
 
 #include <algorithm>
 #include <charconv>
@@ -85,7 +85,29 @@ Status InferWithAttrs(const OpSpec& spec, const std::vector<TensorInfo>& inputs,
   return spec.infer(inputs, outputs);
 }
 
-std::string OpSpec::QualifiedName() const { return std::string(kOnnxDomain) + "::" + onnx_type; }
+std::string OpSpec::BackwardName() const { return has_backward() ? std::string(name) + "_backward" : ""; }
+
+std::string OpSpec::BackwardSchema() const {
+  if (!has_backward()) return "";
+  std::string schema = BackwardName() + "(";
+  for (const BackwardInput& input : backward.inputs) {
+    // A saved optional forward input may be absent.
+    const bool optional = input.source == TensorSource::kInput && inputs.at(input.index).optional;
+    schema += std::string(optional ? "Tensor? " : "Tensor ") + input.name + ", ";
+  }
+  for (const AttrSpec& attr : attrs) schema += std::string(AttrTypeName(attr.type)) + " " + attr.name + ", ";
+  schema += "bool[" + std::to_string(backward.outputs.size()) + "] output_mask) -> ";
+  if (backward.outputs.size() == 1) return schema + "Tensor";
+  schema += "(";
+  for (size_t i = 0; i < backward.outputs.size(); ++i) schema += (i ? ", Tensor" : "Tensor");
+  return schema + ")";
+}
+
+std::string OpSpec::QualifiedName() const {
+  return std::string(ThisLibrary().onnx_domain) + "::" + onnx_type;
+}
+
+std::string OpSpec::TorchName() const { return std::string(ThisLibrary().torch_namespace) + "::" + name; }
 
 namespace {
 
@@ -94,9 +116,22 @@ std::vector<const OpSpec*>& MutableSpecs() {
   return specs;
 }
 
+std::vector<SpecListener>& Listeners() {
+  static std::vector<SpecListener> listeners;
+  return listeners;
+}
+
 }  // namespace
 
-SpecRegistrar::SpecRegistrar(const OpSpec& spec) { MutableSpecs().push_back(&spec); }
+SpecRegistrar::SpecRegistrar(const OpSpec& spec) {
+  MutableSpecs().push_back(&spec);
+  for (SpecListener listener : Listeners()) listener(spec);
+}
+
+void OnEachSpec(SpecListener listener) {
+  Listeners().push_back(listener);
+  for (const OpSpec* spec : MutableSpecs()) listener(*spec);
+}
 
 std::vector<const OpSpec*> AllSpecs() {
   std::vector<const OpSpec*> specs = MutableSpecs();

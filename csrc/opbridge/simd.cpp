@@ -1,4 +1,4 @@
-#include "core/simd.h"
+#include "opbridge/simd.h"
 
 #include <cpuid.h>
 #include <hwy/highway.h>

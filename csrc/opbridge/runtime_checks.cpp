@@ -1,11 +1,11 @@
-#include "core/runtime_checks.h"
+#include "opbridge/runtime_checks.h"
 
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
-#include "core/checks.h"
+#include "opbridge/checks.h"
 
 namespace opbridge {
 
@@ -41,9 +41,9 @@ Status CheckBuffer(const OpSpec& spec, const char* argument, const void* data, c
 
 Status ValidateKernelArgs(const OpSpec& spec, const KernelArgs& args) {
   if (args.outputs.size() != spec.outputs.size() || args.output_infos.size() != spec.outputs.size()) {
-    return Status::Error(std::string(kTorchNamespace) + "::" + spec.name + ": expected " +
-                         std::to_string(spec.outputs.size()) + " outputs, the adapter made " +
-                         std::to_string(args.outputs.size()) + " (OPBRIDGE_CHECK)");
+    return Status::Error(spec.TorchName() + ": expected " + std::to_string(spec.outputs.size()) +
+                         " outputs, the adapter made " + std::to_string(args.outputs.size()) +
+                         " (OPBRIDGE_CHECK)");
   }
   for (size_t i = 0; i < args.inputs.size() && i < spec.inputs.size(); ++i) {
     const TensorInfo& info = args.input_infos[i];

@@ -1,8 +1,8 @@
 // Opt-in validation inside the adapters, switched on by OPBRIDGE_CHECK=1.
 #pragma once
 
-#include "core/spec.h"
-#include "core/status.h"
+#include "opbridge/spec.h"
+#include "opbridge/status.h"
 
 namespace opbridge {
 

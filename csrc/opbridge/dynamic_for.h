@@ -5,7 +5,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "core/parallel.h"
+#include "opbridge/parallel.h"
 
 namespace opbridge {
 

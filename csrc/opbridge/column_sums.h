@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/parallel.h"
+#include "opbridge/parallel.h"
 
 namespace opbridge {
 

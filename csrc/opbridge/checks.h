@@ -6,9 +6,9 @@
 #include <string>
 #include <vector>
 
-#include "core/half.h"
-#include "core/spec.h"
-#include "core/status.h"
+#include "opbridge/half.h"
+#include "opbridge/spec.h"
+#include "opbridge/status.h"
 
 namespace opbridge {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "opbridge/status.h"
 
 namespace opbridge {
 

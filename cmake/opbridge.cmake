@@ -1,0 +1,155 @@
+# opbridge_add_operator_library: builds an operator library from its specs and
+# kernels — the same function for opbridge's own operators and for a user's.
+#
+#   opbridge_add_operator_library(<name>
+#     SOURCES <spec.cpp, kernel.cpp, ...>
+#     [TORCH_NAMESPACE <ns>]         torch.ops.<ns>.<op>             (default <name>)
+#     [ONNX_DOMAIN <domain>]          the custom route's ONNX domain  (default <name>)
+#     [DOMAIN_VERSION <n>]            that domain's opset version     (default 1)
+#     [VERSION <version>]             the library's version           (default PROJECT_VERSION, else 0.0.0)
+#     [TORCH_MODULE_NAME <module>]    the Python module               (default <name>_torch)
+#     [ORT_LIBRARY_NAME <lib>]        lib<lib>.so for ONNX Runtime    (default <name>_ort)
+#     [INCLUDE_DIRECTORIES <dir>...]  (the current source dir is always included)
+#     [INSTALL_DESTINATION <dir>]     install both libraries there
+#     [NO_TORCH] [NO_ORT])
+#
+# It makes three targets:
+#   <name>_core   the kernels, specs and opbridge's core (an OBJECT library);
+#   <name>_torch  a Python extension module that registers every spec with
+#                 PyTorch (op + backward, CPU/Meta/Autograd) when imported;
+#                 load it with opbridge.load_library(path);
+#   <name>_ort    an ONNX Runtime custom-op library for the domain; it exports
+#                 only RegisterCustomOps and links no libonnxruntime.
+#
+# Needs OPBRIDGE_SDK_CSRC (opbridge's sources and public headers) and
+# OPBRIDGE_ORT_INCLUDE_DIR (ONNX Runtime's C/C++ headers): the installed
+# package's opbridgeConfig.cmake sets both.
+include_guard(GLOBAL)
+
+option(OPBRIDGE_WERROR "Treat compiler warnings as errors" OFF)
+set(OPBRIDGE_COMPILE_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor)
+if(OPBRIDGE_WERROR)
+  list(APPEND OPBRIDGE_COMPILE_WARNINGS -Werror)
+endif()
+
+# torch and the Python development files, once per project.
+macro(_opbridge_find_torch)
+  if(NOT TARGET torch)
+    find_package(Python3 REQUIRED COMPONENTS Interpreter Development.Module)
+    execute_process(
+      COMMAND "${Python3_EXECUTABLE}" -c "import torch; print(torch.utils.cmake_prefix_path)"
+      OUTPUT_VARIABLE _opbridge_torch_prefix OUTPUT_STRIP_TRAILING_WHITESPACE COMMAND_ERROR_IS_FATAL ANY)
+    list(APPEND CMAKE_PREFIX_PATH "${_opbridge_torch_prefix}")
+    find_package(Torch REQUIRED)
+    execute_process(
+      COMMAND "${Python3_EXECUTABLE}" -c "import torch; print(torch.__version__)"
+      OUTPUT_VARIABLE OPBRIDGE_TORCH_VERSION OUTPUT_STRIP_TRAILING_WHITESPACE COMMAND_ERROR_IS_FATAL ANY)
+    # at::parallel_for is inline: without OpenMP in the extension it runs on
+    # one thread. Compile its pragmas and link the libgomp that torch ships,
+    # so kernels share torch's intra-op pool instead of starting a second one.
+    find_file(OPBRIDGE_TORCH_LIBGOMP libgomp.so.1 PATHS "${TORCH_INSTALL_PREFIX}/lib" NO_DEFAULT_PATH)
+    if(NOT OPBRIDGE_TORCH_LIBGOMP)
+      message(WARNING "torch ships no libgomp.so.1: PyTorch kernels will run on one thread")
+    endif()
+  endif()
+endmacro()
+
+function(opbridge_add_operator_library name)
+  cmake_parse_arguments(
+    PARSE_ARGV 1 ARG "NO_TORCH;NO_ORT"
+    "TORCH_NAMESPACE;ONNX_DOMAIN;DOMAIN_VERSION;VERSION;TORCH_MODULE_NAME;ORT_LIBRARY_NAME;INSTALL_DESTINATION"
+    "SOURCES;INCLUDE_DIRECTORIES")
+  if(NOT ARG_SOURCES)
+    message(FATAL_ERROR "opbridge_add_operator_library(${name}): SOURCES is required")
+  endif()
+  if(NOT OPBRIDGE_SDK_CSRC OR NOT EXISTS "${OPBRIDGE_SDK_CSRC}/opbridge/spec.h")
+    message(FATAL_ERROR "opbridge_add_operator_library: OPBRIDGE_SDK_CSRC does not hold opbridge's sources "
+                        "(find_package(opbridge CONFIG) sets it)")
+  endif()
+  foreach(field TORCH_NAMESPACE ONNX_DOMAIN)
+    if(NOT ARG_${field})
+      set(ARG_${field} "${name}")
+    endif()
+  endforeach()
+  if(NOT ARG_DOMAIN_VERSION)
+    set(ARG_DOMAIN_VERSION 1)
+  endif()
+  if(NOT ARG_VERSION)
+    set(ARG_VERSION "${PROJECT_VERSION}")
+  endif()
+  if(NOT ARG_VERSION)
+    set(ARG_VERSION "0.0.0")
+  endif()
+  if(NOT ARG_TORCH_MODULE_NAME)
+    set(ARG_TORCH_MODULE_NAME "${name}_torch")
+  endif()
+  if(NOT ARG_ORT_LIBRARY_NAME)
+    set(ARG_ORT_LIBRARY_NAME "${name}_ort")
+  endif()
+  if(NOT ARG_TORCH_NAMESPACE MATCHES "^[A-Za-z_][A-Za-z0-9_]*$")
+    message(FATAL_ERROR "opbridge_add_operator_library(${name}): TORCH_NAMESPACE must be a Python "
+                        "identifier, got '${ARG_TORCH_NAMESPACE}'")
+  endif()
+
+  file(GLOB _sdk_core CONFIGURE_DEPENDS "${OPBRIDGE_SDK_CSRC}/opbridge/*.cpp")
+  file(GLOB _sdk_torch CONFIGURE_DEPENDS "${OPBRIDGE_SDK_CSRC}/torch_adapter/*.cpp")
+  file(GLOB _sdk_ort CONFIGURE_DEPENDS "${OPBRIDGE_SDK_CSRC}/ort_adapter/*.cpp")
+  find_package(hwy REQUIRED)
+
+  # Kernels, specs and the core, compiled once with the library's identity.
+  add_library(${name}_core OBJECT ${ARG_SOURCES} ${_sdk_core})
+  set_target_properties(${name}_core PROPERTIES POSITION_INDEPENDENT_CODE ON CXX_VISIBILITY_PRESET hidden
+                                                VISIBILITY_INLINES_HIDDEN ON)
+  target_compile_features(${name}_core PUBLIC cxx_std_17)
+  target_include_directories(${name}_core PUBLIC "${OPBRIDGE_SDK_CSRC}" "${CMAKE_CURRENT_SOURCE_DIR}"
+                                                 ${ARG_INCLUDE_DIRECTORIES})
+  target_compile_definitions(
+    ${name}_core
+    PUBLIC OPBRIDGE_VERSION="${OPBRIDGE_SDK_VERSION}" OPBRIDGE_LIBRARY_NAME="${name}"
+           OPBRIDGE_TORCH_NAMESPACE="${ARG_TORCH_NAMESPACE}" OPBRIDGE_ONNX_DOMAIN="${ARG_ONNX_DOMAIN}"
+           OPBRIDGE_DOMAIN_VERSION=${ARG_DOMAIN_VERSION} OPBRIDGE_LIBRARY_VERSION="${ARG_VERSION}")
+  target_compile_options(${name}_core PRIVATE ${OPBRIDGE_COMPILE_WARNINGS})
+  target_link_libraries(${name}_core PUBLIC hwy::hwy)
+
+  set(_installed)
+  if(NOT ARG_NO_ORT)
+    if(NOT EXISTS "${OPBRIDGE_ORT_INCLUDE_DIR}/onnxruntime_c_api.h")
+      message(FATAL_ERROR "ONNX Runtime headers not found in '${OPBRIDGE_ORT_INCLUDE_DIR}' (OPBRIDGE_ORT_INCLUDE_DIR)")
+    endif()
+    add_library(${name}_ort SHARED ${_sdk_ort} $<TARGET_OBJECTS:${name}_core>)
+    set_target_properties(${name}_ort PROPERTIES OUTPUT_NAME "${ARG_ORT_LIBRARY_NAME}" CXX_VISIBILITY_PRESET hidden
+                                                 VISIBILITY_INLINES_HIDDEN ON
+                                                 LINK_DEPENDS "${OPBRIDGE_SDK_CSRC}/ort_adapter/exports.map")
+    target_include_directories(${name}_ort SYSTEM PRIVATE "${OPBRIDGE_ORT_INCLUDE_DIR}")
+    target_link_libraries(${name}_ort PRIVATE ${name}_core)
+    target_compile_options(${name}_ort PRIVATE ${OPBRIDGE_COMPILE_WARNINGS})
+    target_link_options(${name}_ort PRIVATE "-Wl,--no-undefined" "-Wl,--exclude-libs,ALL"
+                        "-Wl,--version-script=${OPBRIDGE_SDK_CSRC}/ort_adapter/exports.map")
+    list(APPEND _installed ${name}_ort)
+  endif()
+
+  if(NOT ARG_NO_TORCH)
+    _opbridge_find_torch()
+    Python3_add_library(${name}_torch MODULE WITH_SOABI ${_sdk_torch} $<TARGET_OBJECTS:${name}_core>)
+    set_target_properties(${name}_torch PROPERTIES OUTPUT_NAME "${ARG_TORCH_MODULE_NAME}" CXX_VISIBILITY_PRESET hidden
+                                                   VISIBILITY_INLINES_HIDDEN ON)
+    target_link_libraries(${name}_torch PRIVATE ${name}_core torch)
+    target_include_directories(${name}_torch SYSTEM PRIVATE "${TORCH_INSTALL_PREFIX}/include")
+    target_compile_options(${name}_torch PRIVATE ${OPBRIDGE_COMPILE_WARNINGS})
+    target_compile_definitions(
+      ${name}_torch PRIVATE OPBRIDGE_MODULE_NAME=${ARG_TORCH_MODULE_NAME}
+                            OPBRIDGE_ORT_LIBRARY_FILE="lib${ARG_ORT_LIBRARY_NAME}.so"
+                            OPBRIDGE_TORCH_VERSION="${OPBRIDGE_TORCH_VERSION}")
+    if(OPBRIDGE_TORCH_LIBGOMP)
+      target_compile_options(${name}_torch PRIVATE -fopenmp)
+      target_link_libraries(${name}_torch PRIVATE "${OPBRIDGE_TORCH_LIBGOMP}")
+    endif()
+    # torch is imported before the module; the rpath only matters for tools like ldd.
+    set_target_properties(${name}_torch PROPERTIES INSTALL_RPATH "$ORIGIN/../torch/lib")
+    list(APPEND _installed ${name}_torch)
+  endif()
+
+  if(ARG_INSTALL_DESTINATION AND _installed)
+    install(TARGETS ${_installed} LIBRARY DESTINATION "${ARG_INSTALL_DESTINATION}")
+  endif()
+endfunction()
