@@ -23,7 +23,6 @@ import torch
 
 from opbridge._library import (
     BUILTIN,
-    ONNX_DOMAIN,
     ONNX_DOMAIN_VERSION,
     VERSION,
     Library,
