@@ -6,7 +6,7 @@ an explicit route ("standard" or "custom"), and runs in ONNX Runtime through
 the library at :func:`opbridge.ort.get_library_path`.
 """
 
-from opbridge import nn, onnx, ort, patching
+from opbridge import build, nn, onnx, ort, patching
 from opbridge._library import (
     ONNX_DOMAIN,
     ONNX_DOMAIN_VERSION,
@@ -38,6 +38,7 @@ __all__ = [
     "__version__",
     "add_rms_norm",
     "bias_gelu",
+    "build",
     "cmake_prefix_path",
     "libraries",
     "load_library",

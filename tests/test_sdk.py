@@ -1,0 +1,148 @@
+"""The SDK: a user's operator, defined outside opbridge, gets everything the
+built-in operators get — generated registration, load_library, export by
+both routes, ONNX Runtime sessions, verify, the JIT build and the scaffold."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+import opbridge
+from opbridge import scaffold
+from opbridge.__main__ import main
+
+PYTHON = sys.executable
+
+
+def test_backward_schema_is_generated_from_the_spec():
+    schema = str(torch.ops.opbridge.rms_norm_backward.default._schema)
+    assert schema == (
+        "opbridge::rms_norm_backward(Tensor grad_y, Tensor x, Tensor weight, float eps, "
+        "bool[3] output_mask) -> (Tensor, Tensor, Tensor)"
+    )
+    assert opbridge.specs()["add_rms_norm"]["backward_schema"].startswith(
+        "add_rms_norm_backward(Tensor grad_out, Tensor grad_residual_out, Tensor residual_out, "
+        "Tensor weight, float eps, bool[3] output_mask)"
+    )
+
+
+def test_double_backward_is_a_clear_error_only_when_asked_for():
+    x = torch.randn(3, 8, dtype=torch.float64, requires_grad=True)
+    w = torch.ones(8, dtype=torch.float64, requires_grad=True)
+    (grad_x,) = torch.autograd.grad(opbridge.rms_norm(x, w).sum(), x, create_graph=True)
+    reference = torch.autograd.grad(
+        (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w).sum(), x
+    )[0]
+    torch.testing.assert_close(grad_x.detach(), reference)
+    with pytest.raises(RuntimeError, match=r"opbridge::rms_norm: double backward"):
+        grad_x.sum().backward()
+
+
+def test_no_grad_calls_build_no_graph():
+    x = torch.randn(2, 8, requires_grad=True)
+    with torch.no_grad():
+        y = opbridge.scaled_clamp(x, 2.0)
+    assert y.grad_fn is None and not y.requires_grad
+    assert opbridge.scaled_clamp(x.detach(), 2.0).grad_fn is None
+
+
+def test_gradients_only_for_inputs_that_need_them():
+    x = torch.randn(4, 8, dtype=torch.float64, requires_grad=True)
+    cos = torch.randn(4, 2, dtype=torch.float64)
+    sin = torch.randn(4, 2, dtype=torch.float64, requires_grad=True)
+    q = x.view(1, 4, 2, 4)
+    y = opbridge.rotary_embedding(q, cos, sin)
+    gx, gs = torch.autograd.grad(y.sum(), (x, sin))
+    assert gx.shape == x.shape and gs.shape == sin.shape
+
+
+def test_load_library_refuses_what_is_not_a_library(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        opbridge.load_library(tmp_path / "missing.so")
+    with pytest.raises(FileNotFoundError, match="expected one operator library module"):
+        opbridge.load_library(tmp_path)
+    with pytest.raises(ImportError, match="not an opbridge operator library"):
+        opbridge.load_library(torch)
+
+
+def test_builtin_library_is_loaded_and_loading_it_again_is_a_no_op():
+    builtin = opbridge.libraries()[0]
+    assert (builtin.torch_namespace, builtin.onnx_domain) == ("opbridge", "opbridge")
+    assert opbridge.load_library(builtin.module) is builtin
+    assert Path(opbridge.cmake_prefix_path(), "opbridge", "opbridgeConfig.cmake").is_file()
+
+
+def test_scaffold_refuses_bad_names(tmp_path):
+    with pytest.raises(ValueError, match="snake_case"):
+        scaffold.files("SoftCap", "x_ops", "com.example.x")
+    with pytest.raises(ValueError, match="belongs to opbridge"):
+        scaffold.files("soft_cap", "opbridge", "com.example.x")
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "file").write_text("")
+    assert main(["new-op", str(tmp_path / "taken"), "--name", "soft_cap"]) == 2
+
+
+def _run(*command, cwd=None):
+    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    return result.stdout
+
+
+def test_jit_build_is_cached_by_content(tmp_path, monkeypatch):
+    sources = tmp_path / "src"
+    for relative, text in scaffold.files("soft_cap", "jit_ops", "com.example.jit").items():
+        if relative.startswith("csrc/"):
+            path = sources / Path(relative).relative_to("csrc")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(text)
+    files = [sources / "soft_cap" / "spec.cpp", sources / "soft_cap" / "kernel.cpp"]
+    cache = tmp_path / "cache"
+    kwargs = {
+        "torch_namespace": "jit_ops",
+        "onnx_domain": "com.example.jit",
+        "include_dirs": [sources],
+        "build_directory": cache,
+    }
+    library = opbridge.build.load("jit_ops", files, **kwargs)
+    assert library.onnx_domain == "com.example.jit" and library.ort_library_path.is_file()
+    x = torch.randn(3, 5, dtype=torch.float64)
+    torch.testing.assert_close(torch.ops.jit_ops.soft_cap(x, 2.0), 2.0 * torch.tanh(x / 2.0))
+
+    def no_build(*_args, **_kwargs):
+        raise AssertionError("the cached build was rebuilt")
+
+    monkeypatch.setattr(opbridge.build, "_run", no_build)
+    assert opbridge.build.load("jit_ops", files, **kwargs) is library
+    # A changed source is a new key, hence a new build.
+    (sources / "soft_cap" / "kernel.cpp").write_text(files[1].read_text() + "\n// changed\n")
+    with pytest.raises(AssertionError, match="rebuilt"):
+        opbridge.build.load("jit_ops", files, **kwargs)
+
+
+def test_scaffold_project_builds_passes_its_tests_and_verifies(tmp_path):
+    project = tmp_path / "soft_cap_project"
+    assert main(["new-op", str(project), "--name", "soft_cap"]) == 0
+    _run(
+        PYTHON,
+        "-m",
+        "pip",
+        "install",
+        "-q",
+        "--no-build-isolation",
+        "--no-deps",
+        "-e",
+        str(project),
+    )
+    try:
+        _run(PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", cwd=project)
+        for route in ("custom", "standard"):
+            out = _run(
+                PYTHON, "-m", "opbridge", "verify", f"{project}/example.py:make", "--route", route
+            )
+            assert "PASS" in out, out
+    finally:
+        subprocess.run([PYTHON, "-m", "pip", "uninstall", "-q", "-y", "soft_cap_ops"], check=False)
