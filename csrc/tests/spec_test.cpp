@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 namespace opbridge {
@@ -14,6 +15,34 @@ TEST(Spec, TorchSchemasComeFromTheSpec) {
   ASSERT_NE(FindSpec("ScaledClamp"), nullptr);
   EXPECT_EQ(FindSpec("ScaledClamp")->TorchSchema(),
             "scaled_clamp(Tensor x, float scale, float min_val=0.0, float max_val=6.0) -> Tensor");
+}
+
+TEST(Spec, BackwardSchemasComeFromTheSpec) {
+  EXPECT_EQ(FindSpec("rms_norm")->BackwardSchema(),
+            "rms_norm_backward(Tensor grad_y, Tensor x, Tensor weight, float eps, bool[3] output_mask) -> "
+            "(Tensor, Tensor, Tensor)");
+  // One output: no tuple; a string attribute is passed through.
+  EXPECT_EQ(FindSpec("scaled_clamp")->BackwardSchema(),
+            "scaled_clamp_backward(Tensor grad_y, Tensor x, float scale, float min_val, float max_val, "
+            "bool[1] output_mask) -> Tensor");
+  // Every spec names a gradient source for each forward input.
+  for (const OpSpec* spec : AllSpecs()) {
+    ASSERT_TRUE(spec->has_backward()) << spec->name;
+    ASSERT_EQ(spec->backward.input_grads.size(), spec->inputs.size()) << spec->name;
+    for (int grad : spec->backward.input_grads)
+      EXPECT_LT(grad, static_cast<int>(spec->backward.outputs.size()));
+  }
+}
+
+std::vector<std::string>& Seen() {
+  static std::vector<std::string> seen;
+  return seen;
+}
+
+TEST(Spec, ListenersSeeSpecsRegisteredBeforeThem) {
+  Seen().clear();
+  OnEachSpec([](const OpSpec& spec) { Seen().push_back(spec.name); });
+  EXPECT_EQ(Seen().size(), AllSpecs().size());
 }
 
 TEST(Spec, AllSpecsSortedAndQualified) {

@@ -42,8 +42,8 @@ int main(int argc, char** argv) {
     const std::string input_name = session.GetInputNameAllocated(0, allocator).get();
     const std::string output_name = session.GetOutputNameAllocated(0, allocator).get();
     auto memory = Ort::MemoryInfo::CreateCpu(OrtArenaAllocator, OrtMemTypeDefault);
-    Ort::Value tensor = Ort::Value::CreateTensor<float>(memory, input.data(), input.size(), shape.data(),
-                                                        shape.size());
+    Ort::Value tensor =
+        Ort::Value::CreateTensor<float>(memory, input.data(), input.size(), shape.data(), shape.size());
     const char* input_names[] = {input_name.c_str()};
     const char* output_names[] = {output_name.c_str()};
     auto outputs = session.Run(Ort::RunOptions{nullptr}, input_names, &tensor, 1, output_names, 1);

@@ -45,7 +45,7 @@ def session_options(options: Any = None, libraries: list[Library] | None = None)
 
     options = options if options is not None else onnxruntime.SessionOptions()
     for library in libraries if libraries is not None else [BUILTIN]:
-        path = _path_of(library)
+        path = get_library_path() if library is BUILTIN else _path_of(library)
         try:
             options.register_custom_ops_library(path)
         except Exception as error:

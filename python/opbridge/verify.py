@@ -499,7 +499,8 @@ def _structure_checks(model, route: str, torch_model, inputs, outputs) -> list[C
     if route == "standard":
         if custom:
             kinds = ", ".join(sorted({n.op_type for n in custom}))
-            detail = f"{len(custom)} custom-domain nodes: {kinds}"
+            domains = "/".join(sorted({n.domain for n in custom}))
+            detail = f"{len(custom)} {domains} nodes: {kinds}"
         else:
             detail = f"all {len(model.graph.node)} nodes are standard ONNX"
         checks.append(Check("standard route: no opbridge node", FAIL if custom else PASS, detail))

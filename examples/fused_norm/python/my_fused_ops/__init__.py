@@ -1,0 +1,15 @@
+"""my_fused_ops: the articles' fused_norm, built with the opbridge SDK.
+
+Importing the package loads the library: torch.ops.myops.fused_norm in
+PyTorch and ONNX domain "com.example.myops" for ONNX Runtime
+(opbridge.ort.InferenceSession registers it for models that use it).
+"""
+
+import opbridge
+from my_fused_ops import my_fused_ops_torch as _native
+
+LIBRARY = opbridge.load_library(_native)
+
+from my_fused_ops.functional import CARD, FusedNorm, fused_norm  # noqa: E402
+
+__all__ = ["CARD", "LIBRARY", "FusedNorm", "fused_norm"]
