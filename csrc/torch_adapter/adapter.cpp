@@ -172,6 +172,14 @@ struct KernelInputs {
   }
 };
 
+// The options (device, layout) of the first present tensor.
+at::TensorOptions OptionsOf(const std::vector<std::optional<at::Tensor>>& tensors) {
+  for (const auto& tensor : tensors) {
+    if (tensor.has_value() && tensor->defined()) return tensor->options();
+  }
+  return at::TensorOptions();
+}
+
 std::vector<std::optional<at::Tensor>> PopTensors(Stack* stack, size_t count, size_t extra) {
   const auto values = torch::jit::last(*stack, count + extra);
   std::vector<std::optional<at::Tensor>> tensors;
@@ -197,7 +205,7 @@ class ForwardCpu final : public c10::OperatorKernel {
     ThrowIfError(InferWithAttrs(spec_, args.input_infos, args.attrs, &args.output_infos));
     const KernelInputs contiguous(spec_, inputs);
     args.inputs = contiguous.pointers;
-    const at::TensorOptions options = contiguous.keep[0].options();
+    const at::TensorOptions options = OptionsOf(inputs);
     std::vector<at::Tensor> outputs;
     outputs.reserve(args.output_infos.size());
     for (const TensorInfo& info : args.output_infos) {
@@ -226,7 +234,7 @@ class ForwardMeta final : public c10::OperatorKernel {
     torch::jit::drop(*stack, n_inputs + n_attrs);
     std::vector<TensorInfo> outputs;
     ThrowIfError(InferWithAttrs(spec_, InfosOf(inputs, true), attrs, &outputs));
-    const at::TensorOptions options = inputs[0]->options();
+    const at::TensorOptions options = OptionsOf(inputs);
     for (const TensorInfo& out : outputs) {
       stack->emplace_back(
           at::empty_symint(SymSizes(spec_, out.shape, inputs), options.dtype(ScalarTypeOf(out.dtype))));
@@ -308,13 +316,7 @@ class BackwardCpu final : public c10::OperatorKernel {
     args.output_infos = InferBackward(spec_, args.input_infos, args.attrs);
     const KernelInputs contiguous(spec_, call.inputs);
     args.inputs = contiguous.pointers;
-    at::TensorOptions options;
-    for (const auto& tensor : contiguous.keep) {
-      if (tensor.defined()) {
-        options = tensor.options();
-        break;
-      }
-    }
+    const at::TensorOptions options = OptionsOf(call.inputs);
     std::vector<at::Tensor> outputs;
     for (size_t o = 0; o < args.output_infos.size(); ++o) {
       const TensorInfo& info = args.output_infos[o];
@@ -338,13 +340,7 @@ class BackwardMeta final : public c10::OperatorKernel {
   void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, Stack* stack) {
     const BackwardCall call = PopBackwardCall(spec_, stack);
     const std::vector<TensorInfo> outputs = InferBackward(spec_, InfosOf(call.inputs, true), call.attrs);
-    at::TensorOptions options;
-    for (const auto& tensor : call.inputs) {
-      if (tensor.has_value()) {
-        options = tensor->options();
-        break;
-      }
-    }
+    const at::TensorOptions options = OptionsOf(call.inputs);
     for (size_t o = 0; o < outputs.size(); ++o) {
       const at::TensorOptions typed = options.dtype(ScalarTypeOf(outputs[o].dtype));
       stack->emplace_back(call.wanted[o]
