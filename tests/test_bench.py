@@ -4,10 +4,16 @@ checked."""
 
 from __future__ import annotations
 
+import importlib
 import json
 
+import pytest
+import torch
+
+import opbridge
 from opbridge import bench
 from opbridge.__main__ import main
+from opbridge.ops import _card, cards, register_card
 
 KEYS = {"op", "shape", "dtype", "threads", "pass", "impl", "median_us", "p99_us", "gbps"}
 
@@ -23,10 +29,12 @@ def test_quick_benchmark_writes_json_table_and_plot(tmp_path, capsys):
     results = report["results"]
     assert all(set(r) >= KEYS for r in results)
     assert {r["impl"] for r in results} == set(bench.IMPLS)
-    assert {r["op"] for r in results} == set(bench.OPS) | {"demo_model"}
-    # No PyTorch built-in exists for these two: the row has no torch_builtin.
-    for op in ("rotary_embedding", "normalize_image"):
-        assert "torch_builtin" not in {r["impl"] for r in results if r["op"] == op}
+    assert {r["op"] for r in results} == set(opbridge.specs()) | {"demo_model"}
+    # No PyTorch built-in exists for some (rotary_embedding, normalize_image):
+    # their rows have no torch_builtin.
+    for card in cards().values():
+        impls = {r["impl"] for r in results if r["op"] == card.name}
+        assert ("torch_builtin" in impls) == (card.builtin is not None), card.name
     assert {r["pass"] for r in results} == {"fwd", "fwd+bwd"}
     assert {r["threads"] for r in results} >= {1}
     # ONNX Runtime has no backward here: only PyTorch implementations time fwd+bwd.
@@ -36,3 +44,70 @@ def test_quick_benchmark_writes_json_table_and_plot(tmp_path, capsys):
     table = md.read_text()
     assert "| rms_norm | 1x64 | float32 | 1 | fwd |" in table
     assert "opbridge_torch" in capsys.readouterr().out
+
+
+@pytest.fixture
+def registry(monkeypatch):
+    """Cards registered during a test are gone after it."""
+    monkeypatch.setattr(_card, "_REGISTERED", dict(_card._REGISTERED))
+
+
+def test_operator_of_another_library_by_import(registry, tmp_path, capsys):
+    # Registers on first import; a later test in the same process re-registers.
+    register_card(importlib.import_module("user_op_card").CARD)
+    out = tmp_path / "bench.json"
+    argv = ["bench", "--quick", "--import", "user_op_card", "--sizes", "small", "--threads", "1"]
+    argv += ["--ops", "myops::shifted_relu", "scaled_clamp", "--no-model", "--json", str(out)]
+    assert main(argv) == 0
+    results = json.loads(out.read_text())["results"]
+    assert all(set(r) >= KEYS for r in results)
+    assert {r["op"] for r in results} == {"myops::shifted_relu", "scaled_clamp"}
+    user = [r for r in results if r["op"] == "myops::shifted_relu"]
+    assert {r["impl"] for r in user if r["pass"] == "fwd"} >= {
+        "opbridge_torch",
+        "torch_composite",
+        "torch_builtin",
+        "torch_compile",
+    }
+    assert {r["impl"] for r in user if r["pass"] == "fwd+bwd"} == set(bench.TORCH_IMPLS)
+    text = capsys.readouterr().out
+    if not {r["impl"] for r in user} & set(bench.ORT_IMPLS):
+        assert "myops::shifted_relu: no ONNX export by the standard route" in text
+        assert "Torch IR graph" not in text
+    # The built-in op alongside still has its ONNX Runtime rows.
+    assert {r["impl"] for r in results if r["op"] == "scaled_clamp"} == set(bench.IMPLS)
+
+
+def test_unknown_operator_is_named(capsys):
+    assert main(["bench", "--quick", "--ops", "myops::missing"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown op 'myops::missing'" in err and "--import" in err
+
+
+def test_operator_of_another_library_with_an_onnx_symbolic(registry, tmp_path):
+    """Once the legacy exporter knows the op (here: through its card's
+    standard decomposition), its ONNX Runtime rows are timed too."""
+    from torch.onnx import symbolic_helper
+
+    from opbridge.ops._builder import LegacyBuilder
+
+    card = register_card(importlib.import_module("user_op_card").CARD)
+
+    @symbolic_helper.parse_args("v", "f")
+    def symbolic(g, x, shift):
+        return card.standard(LegacyBuilder(g, 18), x, shift=shift)
+
+    torch.onnx.register_custom_op_symbolic(card.qualified_name, symbolic, 18)
+    try:
+        out = tmp_path / "bench.json"
+        argv = ["bench", "--quick", "--sizes", "small", "--threads", "1", "--no-backward"]
+        argv += ["--ops", "myops::shifted_relu", "--no-model", "--json", str(out)]
+        argv += ["--impls", "opbridge_torch", "ort_standard"]
+        assert main(argv) == 0
+    finally:
+        torch.onnx.unregister_custom_op_symbolic(card.qualified_name, 18)
+    results = json.loads(out.read_text())["results"]
+    assert {(r["op"], r["impl"]) for r in results} == {
+        ("myops::shifted_relu", "opbridge_torch"),
+        ("myops::shifted_relu", "ort_standard"),
+    }

@@ -361,3 +361,50 @@ def test_normalize_image_uint8_export(channels_last_in, route, exporter, opset):
             (got,) = run(proto, [batch_image.numpy()], level)
             assert got.shape == expected.shape
             np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+class _CardCall(torch.nn.Module):
+    """A sample call of an operator with its tensors as the inputs."""
+
+    def __init__(self, call, sample):
+        super().__init__()
+        self.call, self.sample = call, sample
+
+    def forward(self, *tensors):
+        given = iter(tensors)
+        args = [next(given) if isinstance(a, torch.Tensor) else a for a in self.sample.args]
+        return self.call(*args, **self.sample.kwargs)
+
+
+# The legacy exporter is quick: every typical sample by both routes. The
+# dynamo exporter (slow): the first typical sample by the card's standard route.
+CARD_CONFIGS = [("legacy", 17, "custom"), ("legacy", 17, "standard"), ("dynamo", 23, "standard")]
+
+
+@pytest.mark.parametrize("name", list(OPS))
+@pytest.mark.parametrize(
+    ("exporter", "opset", "route"), CARD_CONFIGS, ids=["-".join(map(str, c)) for c in CARD_CONFIGS]
+)
+def test_every_card_exports_by_both_routes(name, exporter, opset, route):
+    """Each card's typical samples, exported and run in ONNX Runtime."""
+    case = OPS[name]
+    typical = [s for s in case.samples(torch.float32, large=False) if s.label.startswith("typical")]
+    assert typical
+    for sample in typical[:1] if exporter == "dynamo" else typical:
+        tensors = tuple(a for a in sample.args if isinstance(a, torch.Tensor))
+        proto = opbridge.onnx.export(
+            _CardCall(case.call, sample).eval(),
+            tensors,
+            route=route,
+            opset=opset,
+            dynamo=exporter == "dynamo",
+        )
+        assert any(n.domain == "opbridge" for n in proto.graph.node) == (route == "custom")
+        outputs = run(proto, [t.numpy() for t in tensors])
+        expected = case.reference(*sample.args, **sample.kwargs)
+        expected = expected if isinstance(expected, tuple) else (expected,)
+        assert len(outputs) == len(expected), sample.label
+        for got, want in zip(outputs, expected, strict=True):
+            np.testing.assert_allclose(
+                got, want.numpy(), rtol=1e-5, atol=1e-5, err_msg=sample.label
+            )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import subprocess
 import sys
@@ -205,8 +204,8 @@ def _batch_baked_rms_norm(correct):
 def test_fault_decomposition_wrong_at_other_batch(demo, monkeypatch):
     """(b) A decomposition right at the export batch, wrong at others."""
     model, args = demo
-    module = importlib.import_module("opbridge.ops.rms_norm")
-    monkeypatch.setattr(module, "standard", _batch_baked_rms_norm(module.standard))
+    card = opbridge.ops.card("rms_norm")
+    monkeypatch.setattr(card, "standard", _batch_baked_rms_norm(card.standard))
 
     report = opbridge.verify(model, args, route="standard")
 

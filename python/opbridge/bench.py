@@ -1,14 +1,21 @@
 """Benchmark: opbridge's operators and the demo model against what a user
 would pick instead, measured side by side in one process on the same inputs.
 
+Every operator comes from its card (``opbridge.ops.cards()``): inputs, call
+and alternatives. ``--import MODULE`` loads a library that registers cards of
+its own operators, which ``--ops`` then names as ``namespace::name``.
+
 Implementations (names are stable; they appear in ``--json`` output):
 
-- ``torch_composite``: the operator's formula in eager PyTorch.
-- ``torch_builtin``: PyTorch's own operator (``F.rms_norm``; ``torch.clamp``
-  in place on ``x * scale``; ``torch.nn.RMSNorm`` in the model).
+- ``torch_composite``: the operator's formula in eager PyTorch (the card's
+  ``composite``).
+- ``torch_builtin``: PyTorch's own operator (the card's ``builtin``:
+  ``F.rms_norm``; ``torch.clamp`` in place on ``x * scale``;
+  ``torch.nn.RMSNorm`` in the model).
 - ``torch_compile``: inductor on the composite (compiled and warmed up before
   timing).
-- ``opbridge_torch``: ``torch.ops.opbridge.*``.
+- ``opbridge_torch``: the card's call (``torch.ops.opbridge.*``, or the
+  operator of another library).
 - ``ort_standard``: the standard ONNX route at ORT_ENABLE_ALL (ONNX Runtime's
   own fusions apply); ``ort_standard_nofusion``: the same at ORT_DISABLE_ALL;
   ``ort_custom``: the custom route (``opbridge`` domain nodes).
@@ -24,23 +31,25 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import io
 import json
 import math
 import os
 import platform
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 import opbridge
 from opbridge import _C
+from opbridge.ops.rms_norm import composite as rms_norm_composite
 
 HELP = "benchmark the operators and the demo model against PyTorch and ONNX Runtime alternatives"
 
@@ -53,8 +62,6 @@ DTYPES = {
     "float16": torch.float16,
     "bfloat16": torch.bfloat16,
 }
-EPS = 1e-6
-SCALE, MIN_VAL, MAX_VAL = 0.5, 0.0, 6.0
 
 
 @dataclass
@@ -158,149 +165,51 @@ def measure_copy_gbps(nbytes: int, warmup: int, iters: int) -> float:
 # ---------------------------------------------------------------- operators
 
 
-def rms_norm_composite(x, weight, eps: float = EPS):
-    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
-
-
-def scaled_clamp_composite(
-    x, scale: float = SCALE, min_val: float = MIN_VAL, max_val: float = MAX_VAL
-):
-    return torch.clamp(x * scale, min_val, max_val)
-
-
-def add_rms_norm_composite(x, residual, weight, eps: float = EPS):
-    total = x + residual
-    return rms_norm_composite(total, weight, eps), total
-
-
-def bias_gelu_composite(x, bias):
-    v = x + bias
-    return 0.5 * v * (1.0 + torch.erf(v * 0.7071067811865476))
-
-
-def rotary_composite(x, cos, sin):
-    half = x.shape[-1] // 2
-    x1, x2 = x[..., :half], x[..., half:]
-    c, s = cos[None, :, None, :], sin[None, :, None, :]
-    return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)
-
-
-IMAGE_MEAN, IMAGE_STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
-
-
-def normalize_image_composite(image):
-    mean = torch.tensor(IMAGE_MEAN).view(1, 3, 1, 1)
-    std = torch.tensor(IMAGE_STD).view(1, 3, 1, 1)
-    return (image.permute(0, 3, 1, 2).float() / 255.0 - mean) / std
-
-
-HEAD_DIM = 128
-
-
-@dataclass
-class OpDef:
-    """An operator as the benchmark runs it. `inputs(rows, cols, dtype, g)`
-    makes the tensors from the size table's [rows, cols]; `builtin` is
-    PyTorch's own op where one exists."""
-
-    inputs: Callable
-    composite: Callable
-    call: Callable
-    builtin: Callable | None = None
-    backward: bool = True
-
-
-def _randn(shape, dtype, g):
-    return torch.randn(shape, generator=g, dtype=torch.float32).to(dtype)
-
-
-def _weight(cols, dtype, g):
-    return (1 + 0.1 * torch.randn(cols, generator=g)).to(dtype)
-
-
-OPS: dict[str, OpDef] = {
-    "rms_norm": OpDef(
-        inputs=lambda r, c, dt, g: (_randn((r, c), dt, g), _weight(c, dt, g)),
-        composite=rms_norm_composite,
-        builtin=lambda x, w: F.rms_norm(x, (x.shape[-1],), w, EPS),
-        call=lambda x, w: opbridge.rms_norm(x, w, None, EPS),
-    ),
-    "scaled_clamp": OpDef(
-        inputs=lambda r, c, dt, g: (_randn((r, c), dt, g),),
-        composite=scaled_clamp_composite,
-        builtin=lambda x: torch.mul(x, SCALE).clamp_(MIN_VAL, MAX_VAL),
-        call=lambda x: opbridge.scaled_clamp(x, SCALE, MIN_VAL, MAX_VAL),
-    ),
-    "add_rms_norm": OpDef(
-        inputs=lambda r, c, dt, g: (
-            _randn((r, c), dt, g),
-            _randn((r, c), dt, g),
-            _weight(c, dt, g),
-        ),
-        composite=add_rms_norm_composite,
-        builtin=lambda x, res, w: (F.rms_norm(x + res, (x.shape[-1],), w, EPS), x + res),
-        call=lambda x, res, w: opbridge.add_rms_norm(x, res, w, None, EPS),
-        backward=False,  # two outputs
-    ),
-    "bias_gelu": OpDef(
-        inputs=lambda r, c, dt, g: (_randn((r, c), dt, g), 0.1 * _randn((c,), dt, g)),
-        composite=bias_gelu_composite,
-        builtin=lambda x, b: F.gelu(x + b),
-        call=lambda x, b: opbridge.bias_gelu(x, b),
-    ),
-    # [rows, cols] becomes x [1, rows, cols / 128, 128] with cos/sin [rows, 64].
-    "rotary_embedding": OpDef(
-        inputs=lambda r, c, dt, g: (
-            _randn((1, r, max(1, c // HEAD_DIM), HEAD_DIM), dt, g),
-            _randn((r, HEAD_DIM // 2), dt, g),
-            _randn((r, HEAD_DIM // 2), dt, g),
-        ),
-        composite=rotary_composite,
-        call=lambda x, cos, sin: opbridge.rotary_embedding(x, cos, sin),
-    ),
-    # [rows, cols] becomes a uint8 image [1, rows, cols / 4, 3] (whatever the dtype).
-    "normalize_image": OpDef(
-        inputs=lambda r, c, dt, g: (
-            torch.randint(0, 256, (1, r, max(1, c // 4), 3), generator=g, dtype=torch.uint8),
-        ),
-        composite=normalize_image_composite,
-        call=lambda image: opbridge.normalize_image(image, IMAGE_MEAN, IMAGE_STD),
-        backward=False,  # uint8 input
-    ),
-}
-
-
 class OpCase:
-    """One operator: its implementations, inputs and the bytes a pass must move."""
+    """One operator as the benchmark runs it, from its card: its
+    implementations, inputs and the bytes a pass must move. ``name`` is a
+    bare built-in name or a qualified ``namespace::name``."""
 
     def __init__(self, name: str):
-        if name not in OPS:
-            raise ValueError(f"opbridge bench: unknown op {name!r}; choose from {sorted(OPS)}")
-        self.name = name
-        self.op = OPS[name]
+        try:
+            self.card = opbridge.ops.card(name)
+        except KeyError:
+            known = [c.display_name for c in opbridge.ops.cards().values()]
+            raise ValueError(
+                f"opbridge bench: unknown op {name!r}; choose from {known} (an operator of "
+                "another library: --import the module that registers its card)"
+            ) from None
+        self.name = self.card.display_name
 
-    def inputs(self, shape, dtype, requires_grad=False):
-        tensors = self.op.inputs(shape[0], shape[1], dtype, torch.Generator().manual_seed(0))
-        for t in tensors:
-            if t.is_floating_point():
-                t.requires_grad_(requires_grad)
-        return tensors
+    @property
+    def backward(self) -> bool:
+        return self.card.bench_backward
+
+    def inputs(self, shape, dtype, requires_grad=False) -> tuple:
+        """The call's arguments (tensors and attributes) for size ``shape``."""
+        return tuple(self.card.bench_inputs(list(shape), dtype, requires_grad))
 
     def torch_fn(self, impl: str) -> Callable | None:
         if impl == "torch_composite":
-            return self.op.composite
+            return self.card.composite
         if impl == "torch_compile":
-            return fresh_compile(self.op.composite)
+            return fresh_compile(self.card.composite) if self.card.composite else None
         if impl == "torch_builtin":
-            return self.op.builtin
-        return self.op.call
+            return self.card.builtin
+        return self.card.call
 
-    def module(self) -> nn.Module:
-        call = self.op.call
+    def module(self, args: tuple) -> nn.Module:
+        """A module whose inputs are the tensors of ``args`` (the other
+        arguments are fixed), for export."""
+        call = self.card.call
+        is_tensor = [isinstance(a, torch.Tensor) for a in args]
 
         class Op(nn.Module):
             def forward(self, *tensors):
-                return call(*tensors)
+                given = iter(tensors)
+                return call(
+                    *[next(given) if t else a for a, t in zip(args, is_tensor, strict=True)]
+                )
 
         return Op()
 
@@ -308,10 +217,16 @@ class OpCase:
         """fwd: read every input once, write every output once. fwd+bwd
         adds: read grad_y and x, write grad_x (x-sized each)."""
         with torch.no_grad():
-            outputs = self.op.call(*args)
-        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-        fwd = sum(t.numel() * t.element_size() for t in (*args, *outputs))
-        return fwd if pass_ == "fwd" else fwd + 3 * args[0].numel() * args[0].element_size()
+            outputs = self.card.call(*args)
+        outputs = outputs if isinstance(outputs, tuple | list) else (outputs,)
+        tensors = [t for t in (*args, *outputs) if isinstance(t, torch.Tensor)]
+        fwd = sum(t.numel() * t.element_size() for t in tensors)
+        x = tensors[0]
+        return fwd if pass_ == "fwd" else fwd + 3 * x.numel() * x.element_size()
+
+
+def tensors_of(args: tuple) -> tuple:
+    return tuple(a for a in args if isinstance(a, torch.Tensor))
 
 
 # ---------------------------------------------------------------- ONNX Runtime
@@ -370,8 +285,7 @@ def demo_variants():
             self.weight, self.bias, self.eps = source.weight, source.bias, source.eps
 
         def forward(self, x):
-            y = rms_norm_composite(x, self.weight, self.eps)
-            return y + self.bias if self.bias is not None else y
+            return rms_norm_composite(x, self.weight, self.bias, self.eps)
 
     class BuiltinNorm(nn.Module):
         def __init__(self, source):
@@ -487,15 +401,61 @@ def torch_impls(case: OpCase, want: set[str], wrap: Callable) -> dict[str, Calla
     return fns
 
 
-def fwd_bwd(fn, args):
-    grad = torch.ones_like(args[0])
+def fwd_bwd(fn, args, grad):
+    """One forward and backward pass; ``grad`` is the output's gradient."""
+    tensors = tensors_of(args)
 
     def step():
-        for a in args:
+        for a in tensors:
             a.grad = None
         fn(*args).backward(grad)
 
     return step
+
+
+@contextlib.contextmanager
+def native_stdout_silenced():
+    """Keeps text that native code writes to file descriptor 1 (the legacy
+    exporter prints the whole graph when an operator has no symbolic) off
+    the report."""
+    sys.stdout.flush()
+    saved = os.dup(1)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 1)
+            yield
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+
+
+def export_models(
+    case: OpCase, example: tuple, log, label: str, failed: set[str]
+) -> dict[str, bytes]:
+    """The case's ONNX model by each route that exports. An operator of
+    another library exports only once an ONNX symbolic is registered for it:
+    when it has none, one note per route says so and later sizes skip it
+    (``failed`` holds those routes)."""
+    models = {}
+    foreign = "::" in case.name
+    for route in ("standard", "custom"):
+        if route in failed:
+            continue
+        try:
+            with native_stdout_silenced() if foreign else contextlib.nullcontext():
+                models[route] = export_onnx(case.module(example), tensors_of(example), route)
+        except Exception as error:
+            if not foreign:
+                log(f"  export {label} {route}: failed ({error})")
+                continue
+            failed.add(route)
+            log(
+                f"  {case.name}: no ONNX export by the {route} route, so no ORT rows from it "
+                f"({type(error).__name__}: {str(error).strip()[:120]}...); opbridge.onnx "
+                f"exports opbridge's own operators, {case.name} needs an ONNX symbolic "
+                "registered for it"
+            )
+    return models
 
 
 def run_benchmark(settings: Settings, log=print) -> dict:
@@ -510,32 +470,31 @@ def run_benchmark(settings: Settings, log=print) -> dict:
 
     for op_name in settings.ops:
         case = OpCase(op_name)
+        failed_routes: set[str] = set()
         for dtype in settings.dtypes:
             for size_name, shape in settings.sizes.items():
                 models = {}
                 if want & set(ORT_IMPLS):
                     # Static shapes, as a deployed model would usually have.
                     example = case.inputs(shape, DTYPES[dtype])
-                    for route in ("standard", "custom"):
-                        try:
-                            models[route] = export_onnx(case.module(), example, route)
-                        except Exception as error:
-                            log(f"  export {op_name} {dtype} {route}: failed ({error})")
+                    models = export_models(
+                        case, example, log, f"{case.name} {dtype}", failed_routes
+                    )
                 for threads in settings.thread_counts:
                     torch.set_num_threads(threads)
                     args = case.inputs(shape, DTYPES[dtype])
-                    meta = dict(op=op_name, shape=shape, dtype=dtype, threads=threads)
+                    meta = dict(op=case.name, shape=shape, dtype=dtype, threads=threads)
                     fns = torch_impls(case, want, lambda fn, args=args: lambda: fn(*args))
                     for impl in ORT_IMPLS:
                         route = "custom" if impl == "ort_custom" else "standard"
                         if impl in want and route in models:
                             try:
                                 fns[impl] = ort_runner(
-                                    ort_session(models[route], impl, threads), args
+                                    ort_session(models[route], impl, threads), tensors_of(args)
                                 )
                             except Exception as error:
-                                log(f"  {op_name} {dtype} {impl}: no session ({error})")
-                    label = f"{op_name} {size_name} {shape} {dtype} {threads}t fwd"
+                                log(f"  {case.name} {dtype} {impl}: no session ({error})")
+                    label = f"{case.name} {size_name} {shape} {dtype} {threads}t fwd"
                     with torch.no_grad():
                         run_case(
                             label,
@@ -546,10 +505,18 @@ def run_benchmark(settings: Settings, log=print) -> dict:
                             log,
                             results,
                         )
-                    if settings.backward and case.op.backward:
+                    if settings.backward and case.backward:
                         grad_args = case.inputs(shape, DTYPES[dtype], requires_grad=True)
-                        fns = torch_impls(case, want, lambda fn, a=grad_args: fwd_bwd(fn, a))
-                        label = f"{op_name} {size_name} {shape} {dtype} {threads}t fwd+bwd"
+                        with torch.no_grad():
+                            output = case.card.call(*grad_args)
+                        if not isinstance(output, torch.Tensor):
+                            log(f"  {case.name}: no fwd+bwd rows (more than one output)")
+                            continue
+                        grad = torch.ones_like(output)
+                        fns = torch_impls(
+                            case, want, lambda fn, a=grad_args, g=grad: fwd_bwd(fn, a, g)
+                        )
+                        label = f"{case.name} {size_name} {shape} {dtype} {threads}t fwd+bwd"
                         run_case(
                             label,
                             fns,
@@ -687,7 +654,23 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--quick", action="store_true", help="tiny sizes and few iterations (proves it runs)"
     )
-    parser.add_argument("--ops", nargs="+", default=list(OPS), choices=list(OPS))
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import a Python module first (repeatable); a library registers its operators' "
+        "cards (opbridge.ops.register_card) when imported",
+    )
+    parser.add_argument(
+        "--ops",
+        nargs="+",
+        default=None,
+        metavar="OP",
+        help="operators: built-in names (" + ", ".join(opbridge.specs()) + ") or qualified "
+        "names of registered cards (myops::my_op); default: every card",
+    )
     parser.add_argument("--dtypes", nargs="+", default=["float32"], choices=list(DTYPES))
     parser.add_argument(
         "--sizes", nargs="+", default=None, help="size names to run (small, cache, dram)"
@@ -712,7 +695,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--markdown", type=Path, help="write the ratio table as markdown")
 
 
+def import_modules(names: list[str]) -> None:
+    """Imports each module (from sys.path or the current directory)."""
+    if names and os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())
+    for name in names:
+        importlib.import_module(name)
+
+
+def resolve_ops(names: list[str] | None) -> list[str]:
+    """The benchmark's names of the ops asked for (bare for built-ins,
+    qualified otherwise); every card when none are named."""
+    if names is None:
+        return [c.display_name for c in opbridge.ops.cards().values()]
+    return [OpCase(name).name for name in names]
+
+
 def run(args: argparse.Namespace) -> int:
+    try:
+        import_modules(args.imports)
+        ops = resolve_ops(args.ops)
+    except ImportError as error:
+        print(f"opbridge bench: --import: {error}", file=sys.stderr)
+        return 2
+    except ValueError as error:
+        print(error, file=sys.stderr)
+        return 2
     _C.set_simd_target(args.simd_target)
     all_threads = os.cpu_count() or 1
     sizes = op_sizes(args.quick)
@@ -724,7 +732,7 @@ def run(args: argparse.Namespace) -> int:
     settings = Settings(
         thread_counts=args.threads or sorted({1, all_threads}),
         dtypes=args.dtypes,
-        ops=args.ops,
+        ops=ops,
         sizes=sizes,
         model_sizes={} if args.no_model else model_sizes,
         warmup=3 if args.quick and args.warmup == 50 else args.warmup,

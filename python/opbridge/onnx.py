@@ -65,17 +65,24 @@ def register_decomposition(qualified_name: str, decomposition: Callable) -> Call
 
 
 def _decomposition(library: Library, spec: dict) -> Callable:
+    """The op's standard-route decomposition: one registered with
+    :func:`register_decomposition`, else its card's."""
+    from opbridge.ops import UnknownOperatorError, card
+
     qualified = f"{library.torch_namespace}::{spec['name']}"
     if qualified in _DECOMPOSITIONS:
         return _DECOMPOSITIONS[qualified]
-    if library is BUILTIN:
-        from opbridge.ops import decomposition
-
-        return decomposition(spec["name"])
+    try:
+        standard = card(qualified).standard
+    except UnknownOperatorError:
+        standard = None
+    if standard is not None:
+        return standard
 
     def missing(*_args, **_kwargs):
         raise NotImplementedError(
-            f"{qualified} has no standard-route decomposition: register one with "
+            f"{qualified} has no standard-route decomposition: give its card one "
+            f"(opbridge.ops.register_card) or register one with "
             f"opbridge.onnx.register_decomposition({qualified!r}, fn), or export with "
             "route='custom'"
         )

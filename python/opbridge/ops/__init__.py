@@ -1,14 +1,28 @@
-"""The operators' Python side: the call into torch.ops.opbridge and the
-standard-route decomposition. Every module here named after an op in
-``opbridge.specs()`` is picked up; nothing else needs registering."""
+"""The operators' Python side, one card per operator (:class:`Card`): the
+call into ``torch.ops.opbridge``, the standard-route decomposition, the pure
+PyTorch reference, sample inputs and the benchmark's inputs and alternatives.
+
+Every module here named after an op in ``opbridge.specs()`` holds that op's
+``CARD`` and is picked up by :func:`cards`; an operator of another library
+joins with :func:`register_card`.
+"""
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Callable
 from types import ModuleType
 
 from opbridge._library import specs
+from opbridge.ops._card import (
+    Card,
+    Sample,
+    UnknownOperatorError,
+    builtin_module,
+    card,
+    cards,
+    check_card,
+    register_card,
+)
 from opbridge.ops.add_rms_norm import add_rms_norm
 from opbridge.ops.bias_gelu import bias_gelu
 from opbridge.ops.normalize_image import normalize_image
@@ -17,11 +31,18 @@ from opbridge.ops.rotary_embedding import rotary_embedding
 from opbridge.ops.scaled_clamp import scaled_clamp
 
 __all__ = [
+    "Card",
+    "Sample",
+    "UnknownOperatorError",
     "add_rms_norm",
     "bias_gelu",
+    "card",
+    "cards",
+    "check_card",
     "decomposition",
     "modules",
     "normalize_image",
+    "register_card",
     "rms_norm",
     "rotary_embedding",
     "scaled_clamp",
@@ -29,19 +50,16 @@ __all__ = [
 
 
 def modules() -> dict[str, ModuleType]:
-    """The Python module of every operator, keyed by op name."""
-    found = {}
-    for name in specs():
-        try:
-            found[name] = importlib.import_module(f"opbridge.ops.{name}")
-        except ModuleNotFoundError as error:
-            raise RuntimeError(
-                f"opbridge: operator '{name}' is registered in C++ but has no Python module "
-                f"opbridge/ops/{name}.py (its call and standard-route decomposition)"
-            ) from error
-    return found
+    """The Python module of every built-in operator, keyed by op name."""
+    return {name: builtin_module(name) for name in specs()}
 
 
 def decomposition(name: str) -> Callable:
-    """The standard-route decomposition of op ``name``."""
-    return modules()[name].standard
+    """The standard-route decomposition of op ``name`` (bare or qualified)."""
+    found = card(name)
+    if found.standard is None:
+        raise RuntimeError(
+            f"opbridge: operator {found.qualified_name} has no standard-route decomposition "
+            f"(its card in {found.origin or '?'} has standard=None)"
+        )
+    return found.standard

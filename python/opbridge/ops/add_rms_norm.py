@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
-from opbridge.ops import rms_norm as _rms_norm
 from opbridge.ops._builder import Builder
+from opbridge.ops._card import Card, Sample
+from opbridge.ops._inputs import bench_generator, bench_randn, bench_weight, make, with_grad
+from opbridge.ops.rms_norm import composite as rms_norm_composite
+from opbridge.ops.rms_norm import reference as rms_norm_reference
+from opbridge.ops.rms_norm import standard as rms_norm_standard
 
 
 def add_rms_norm(
@@ -29,4 +34,67 @@ def standard(b: Builder, x, residual, weight, bias=None, *, eps: float):
     """Add, then rms_norm's standard form on the sum (RMSNormalization from
     opset 23, else Pow/ReduceMean/Add/Sqrt/Div/Mul); outputs (out, sum)."""
     total = b.op("Add", x, residual)
-    return _rms_norm.standard(b, total, weight, bias, eps=eps), total
+    return rms_norm_standard(b, total, weight, bias, eps=eps), total
+
+
+def reference(x, residual, weight, bias=None, eps=1e-6):
+    total = x + residual
+    return rms_norm_reference(total, weight, bias, eps), total
+
+
+def samples(dtype=torch.float32, requires_grad=False, *, large=True, seed=0):
+    g = torch.Generator().manual_seed(seed)
+
+    def t(shape, scale=1.0):
+        return make(shape, dtype, requires_grad, g, scale)
+
+    def w(n):
+        return (1 + 0.1 * make((n,), dtype, False, g)).detach().requires_grad_(requires_grad)
+
+    yield Sample((t((1,)), t((1,)), w(1)), label="one element")
+    yield Sample(
+        (t((4, 16)), t((4, 16)), w(16), t((16,), 0.1)), {"eps": 1e-5}, label="typical + bias"
+    )
+    yield Sample((t((4, 16)), t((4, 16)), w(16)), label="typical, no bias")
+    yield Sample((t((1, 1)), t((1, 1)), w(1), t((1,))), label="1x1")
+    yield Sample((t((2, 3, 8), 10.0), t((2, 3, 8)), w(8), None, 1e-3), label="3-d, eps=1e-3")
+    noncontig = t((24, 6)).detach().t()
+    yield Sample(
+        (noncontig.requires_grad_(requires_grad), t((6, 24)), w(24)), label="non-contiguous"
+    )
+    if large:
+        yield Sample((t((2, 65536)), t((2, 65536)), w(65536)), label="very long row")
+        yield Sample((t((4096, 8)), t((4096, 8)), w(8), t((8,))), label="many rows")
+
+
+def bench_inputs(shape, dtype, requires_grad=False):
+    """x and residual ``[rows, cols]``, weight ``[cols]``; no bias, default eps."""
+    rows, cols = shape
+    g = bench_generator()
+    x = bench_randn((rows, cols), dtype, g)
+    residual = bench_randn((rows, cols), dtype, g)
+    return with_grad((x, residual, bench_weight(cols, dtype, g)), requires_grad)
+
+
+def composite(x, residual, weight, bias=None, eps=1e-6):
+    total = x + residual
+    return rms_norm_composite(total, weight, bias, eps), total
+
+
+def builtin(x, residual, weight, bias=None, eps=1e-6):
+    """``F.rms_norm`` on ``x + residual``."""
+    y = F.rms_norm(x + residual, (x.shape[-1],), weight, eps)
+    return (y + bias if bias is not None else y), x + residual
+
+
+CARD = Card(
+    name="add_rms_norm",
+    call=add_rms_norm,
+    standard=standard,
+    reference=reference,
+    samples=samples,
+    bench_inputs=bench_inputs,
+    composite=composite,
+    builtin=builtin,
+    bench_backward=False,  # two outputs
+)

@@ -5,8 +5,11 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 
 from opbridge.ops._builder import Builder
+from opbridge.ops._card import Card, Sample
+from opbridge.ops._inputs import bench_generator, bench_randn, make, with_grad
 
 
 def bias_gelu(x: torch.Tensor, bias: torch.Tensor, approximate: str = "none") -> torch.Tensor:
@@ -40,3 +43,57 @@ def standard(b: Builder, x, bias, *, approximate: str):
         t = b.op("Erf", b.op("Mul", v, b.constant(1.0 / math.sqrt(2.0), like=x)))
     half_v = b.op("Mul", v, b.constant(0.5, like=x))
     return b.op("Mul", half_v, b.op("Add", t, b.constant(1.0, like=x)))
+
+
+def reference(x, bias, approximate="none"):
+    return F.gelu(x + bias, approximate=approximate)
+
+
+def samples(dtype=torch.float32, requires_grad=False, *, large=True, seed=0):
+    g = torch.Generator().manual_seed(seed)
+
+    def t(shape, scale=1.0):
+        return make(shape, dtype, requires_grad, g, scale)
+
+    yield Sample((t((1,)), t((1,))), label="one element")
+    yield Sample((t((4, 16), 2.0), t((16,))), label="typical, erf")
+    yield Sample((t((4, 16), 2.0), t((16,))), {"approximate": "tanh"}, label="typical, tanh")
+    yield Sample((t((1, 1)), t((1,)), "tanh"), label="1x1, tanh")
+    yield Sample((t((2, 3, 8), 4.0), t((8,))), label="3-d, wide range")
+    noncontig = t((24, 6), 2.0).detach().t()
+    yield Sample((noncontig.requires_grad_(requires_grad), t((24,))), label="non-contiguous")
+    if large:
+        yield Sample((t((2, 65536), 2.0), t((65536,))), label="very long row")
+        yield Sample((t((4096, 8), 2.0), t((8,)), "tanh"), label="many rows, tanh")
+
+
+def bench_inputs(shape, dtype, requires_grad=False):
+    """x ``[rows, cols]`` and bias ``[cols]``; the erf form."""
+    rows, cols = shape
+    g = bench_generator()
+    x = bench_randn((rows, cols), dtype, g)
+    return with_grad((x, 0.1 * bench_randn((cols,), dtype, g)), requires_grad)
+
+
+def composite(x, bias, approximate="none"):
+    v = x + bias
+    if approximate == "tanh":
+        inner = math.sqrt(2.0 / math.pi) * (v + 0.044715 * v * v * v)
+        return 0.5 * v * (1.0 + torch.tanh(inner))
+    return 0.5 * v * (1.0 + torch.erf(v * 0.7071067811865476))
+
+
+def builtin(x, bias, approximate="none"):
+    return F.gelu(x + bias, approximate=approximate)
+
+
+CARD = Card(
+    name="bias_gelu",
+    call=bias_gelu,
+    standard=standard,
+    reference=reference,
+    samples=samples,
+    bench_inputs=bench_inputs,
+    composite=composite,
+    builtin=builtin,
+)

@@ -7,6 +7,8 @@ from collections.abc import Sequence
 import torch
 
 from opbridge.ops._builder import Builder
+from opbridge.ops._card import Card, Sample
+from opbridge.ops._inputs import bench_generator
 
 
 def normalize_image(
@@ -47,3 +49,77 @@ def standard(b: Builder, image, *, mean: list[float], std: list[float], channels
     std_t = b.op("Reshape", b.floats(std, like=like), shape)
     scaled = b.op("Div", x, b.floats([255.0], like=like))
     return b.op("Div", b.op("Sub", scaled, mean_t), std_t)
+
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+
+def reference(image, mean, std, channels_last_in=True):
+    x = image.to(torch.float32) if image.dtype == torch.uint8 else image
+    if channels_last_in:
+        x = x.permute(0, 3, 1, 2)
+    m = torch.tensor(mean, dtype=x.dtype).view(1, -1, 1, 1)
+    s = torch.tensor(std, dtype=x.dtype).view(1, -1, 1, 1)
+    return ((x / 255 - m) / s).contiguous()
+
+
+def samples(dtype=torch.float32, requires_grad=False, *, large=True, seed=0):
+    g = torch.Generator().manual_seed(seed)
+
+    def image(shape):
+        pixels = torch.randint(0, 256, shape, generator=g, dtype=torch.int64)
+        return pixels.to(dtype).requires_grad_(requires_grad)
+
+    mean, std = IMAGENET_MEAN, IMAGENET_STD
+    yield Sample((image((1, 1, 1, 1)), [0.5], [0.25]), label="one element")
+    yield Sample((image((2, 8, 6, 3)), mean, std), label="typical, NHWC")
+    yield Sample((image((2, 3, 8, 6)), mean, std, False), label="typical, NCHW in")
+    yield Sample((image((1, 1, 1, 3)), mean, std), label="1x1 pixel")
+    yield Sample(
+        (image((2, 5, 7, 4)), [0.1, 0.2, 0.3, 0.4], [0.5, 1.0, 2.0, -1.0]), label="4 channels"
+    )
+    # A channels_last-strided NCHW tensor seen as NHWC: non-contiguous.
+    noncontig = image((2, 3, 6, 5)).detach().permute(0, 2, 3, 1)
+    yield Sample((noncontig.requires_grad_(requires_grad), mean, std), label="non-contiguous")
+    if dtype == torch.float32 and not requires_grad:
+        pixels = torch.randint(0, 256, (2, 8, 6, 3), generator=g, dtype=torch.uint8)
+        yield Sample((pixels, mean, std), label="uint8, NHWC")
+        pixels = torch.randint(0, 256, (2, 3, 4, 5), generator=g, dtype=torch.uint8)
+        yield Sample((pixels, mean, std, False), label="uint8, NCHW in")
+    if large:
+        yield Sample((image((1, 2, 30000, 3)), mean, std), label="very long row")
+        yield Sample((image((4, 1024, 2, 3)), mean, std), label="many rows")
+
+
+BENCH_MEAN, BENCH_STD = [0.485, 0.456, 0.406], [0.229, 0.224, 0.225]
+
+
+def bench_inputs(shape, dtype, requires_grad=False):
+    """``[rows, cols]`` becomes a uint8 NHWC image ``[1, rows, cols / 4, 3]``
+    (whatever ``dtype``; it has no gradient) and ImageNet's mean and std."""
+    rows, cols = shape
+    image = torch.randint(
+        0, 256, (1, rows, max(1, cols // 4), 3), generator=bench_generator(), dtype=torch.uint8
+    )
+    return image, BENCH_MEAN, BENCH_STD
+
+
+def composite(image, mean, std, channels_last_in=True):
+    x = image.permute(0, 3, 1, 2) if channels_last_in else image
+    x = x.float() if x.dtype == torch.uint8 else x
+    m = torch.tensor(mean, dtype=x.dtype).view(1, -1, 1, 1)
+    s = torch.tensor(std, dtype=x.dtype).view(1, -1, 1, 1)
+    return (x / 255.0 - m) / s
+
+
+CARD = Card(
+    name="normalize_image",
+    call=normalize_image,
+    standard=standard,
+    reference=reference,
+    samples=samples,
+    bench_inputs=bench_inputs,
+    composite=composite,
+    bench_backward=False,  # uint8 input
+)

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from opbridge.ops._builder import Builder
+from opbridge.ops._card import Card, Sample
+from opbridge.ops._inputs import bench_generator, bench_randn, bench_weight, make, with_grad
 
 
 def rms_norm(
@@ -45,3 +48,60 @@ def standard(b: Builder, x, weight, bias=None, *, eps: float):
     if bias is not None:
         y = b.op("Add", y, bias)
     return y
+
+
+def reference(x, weight, bias=None, eps=1e-6):
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+    return y + bias if bias is not None else y
+
+
+def samples(dtype=torch.float32, requires_grad=False, *, large=True, seed=0):
+    g = torch.Generator().manual_seed(seed)
+
+    def t(shape, scale=1.0):
+        return make(shape, dtype, requires_grad, g, scale)
+
+    def w(n):
+        return (1 + 0.1 * make((n,), dtype, False, g)).detach().requires_grad_(requires_grad)
+
+    yield Sample((t((1,)), w(1)), label="one element")
+    yield Sample((t((4, 16)), w(16), t((16,), 0.1)), {"eps": 1e-5}, label="typical + bias")
+    yield Sample((t((4, 16)), w(16)), label="typical, no bias")
+    yield Sample((t((1, 1)), w(1), t((1,))), label="1x1")
+    yield Sample((t((2, 3, 8), 10.0), w(8), None, 1e-3), label="3-d, large values, eps=1e-3")
+    noncontig = t((24, 6)).detach().t()
+    yield Sample((noncontig.requires_grad_(requires_grad), w(24)), label="non-contiguous")
+    if large:
+        yield Sample((t((2, 65536)), w(65536)), label="very long row")
+        yield Sample((t((4096, 8)), w(8), t((8,))), label="many rows")
+
+
+def bench_inputs(shape, dtype, requires_grad=False):
+    """x ``[rows, cols]`` and weight ``[cols]``; no bias, default eps."""
+    rows, cols = shape
+    g = bench_generator()
+    return with_grad(
+        (bench_randn((rows, cols), dtype, g), bench_weight(cols, dtype, g)), requires_grad
+    )
+
+
+def composite(x, weight, bias=None, eps=1e-6):
+    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+    return y + bias if bias is not None else y
+
+
+def builtin(x, weight, bias=None, eps=1e-6):
+    y = F.rms_norm(x, (x.shape[-1],), weight, eps)
+    return y + bias if bias is not None else y
+
+
+CARD = Card(
+    name="rms_norm",
+    call=rms_norm,
+    standard=standard,
+    reference=reference,
+    samples=samples,
+    bench_inputs=bench_inputs,
+    composite=composite,
+    builtin=builtin,
+)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 
 from opbridge.ops._builder import Builder
+from opbridge.ops._card import Card, Sample
+from opbridge.ops._inputs import bench_generator, bench_randn, make, with_grad
 
 
 def rotary_embedding(
@@ -59,3 +61,79 @@ def standard(b: Builder, x, cos, sin, *, interleaved: int):
         new_second = b.op("Add", b.op("Mul", second, c), b.op("Mul", first, s))
         out = b.op("Concat", new_first, new_second, axis=-1)
     return b.op("Concat", out, rest, axis=-1)
+
+
+def reference(x, cos, sin, interleaved=False):
+    half = cos.shape[-1]
+    rotated, rest = x[..., : 2 * half], x[..., 2 * half :]
+    c, s = cos[None, :, None, :], sin[None, :, None, :]
+    if interleaved:
+        a, b = rotated[..., 0::2], rotated[..., 1::2]
+        out = torch.stack([a * c - b * s, b * c + a * s], dim=-1).flatten(-2)
+    else:
+        a, b = rotated[..., :half], rotated[..., half:]
+        out = torch.cat([a * c - b * s, b * c + a * s], dim=-1)
+    return torch.cat([out, rest], dim=-1)
+
+
+def samples(dtype=torch.float32, requires_grad=False, *, large=True, seed=0):
+    g = torch.Generator().manual_seed(seed)
+
+    def t(shape, scale=1.0):
+        return make(shape, dtype, requires_grad, g, scale)
+
+    def tables(seq, half):
+        angles = torch.rand((seq, half), dtype=torch.float64, generator=g) * 6.3
+        return (
+            angles.cos().to(dtype).requires_grad_(requires_grad),
+            angles.sin().to(dtype).requires_grad_(requires_grad),
+        )
+
+    yield Sample((t((1, 1, 1, 2)), *tables(1, 1)), label="one pair")
+    yield Sample((t((2, 5, 3, 8)), *tables(5, 4)), label="typical, half-split")
+    yield Sample((t((2, 5, 3, 8)), *tables(5, 4), True), label="typical, interleaved")
+    yield Sample((t((2, 5, 3, 8)), *tables(5, 2)), label="partial rotary, half-split")
+    yield Sample((t((2, 5, 3, 8)), *tables(5, 3), True), label="partial rotary, interleaved")
+    yield Sample((t((1, 1, 1, 2)), *tables(1, 1), True), label="1x1, interleaved")
+    # [batch, heads, seq, head_dim] storage seen as [batch, seq, heads, head_dim].
+    noncontig = t((2, 3, 5, 8)).detach().transpose(1, 2)
+    yield Sample((noncontig.requires_grad_(requires_grad), *tables(5, 4)), label="non-contiguous")
+    if large:
+        yield Sample((t((1, 2, 2, 16384)), *tables(2, 8192)), label="very long head")
+        yield Sample((t((64, 64, 2, 4)), *tables(64, 2), True), label="many rows")
+
+
+BENCH_HEAD_DIM = 128
+
+
+def bench_inputs(shape, dtype, requires_grad=False):
+    """``[rows, cols]`` becomes x ``[1, rows, cols / 128, 128]`` with cos/sin
+    ``[rows, 64]``; half-split, the whole head rotated."""
+    rows, cols = shape
+    g = bench_generator()
+    x = bench_randn((1, rows, max(1, cols // BENCH_HEAD_DIM), BENCH_HEAD_DIM), dtype, g)
+    cos = bench_randn((rows, BENCH_HEAD_DIM // 2), dtype, g)
+    sin = bench_randn((rows, BENCH_HEAD_DIM // 2), dtype, g)
+    return with_grad((x, cos, sin), requires_grad)
+
+
+def composite(x, cos, sin, interleaved=False):
+    """``rotate_half`` as models write it: the whole head, half-split (other
+    cases fall back to the reference's slicing)."""
+    if interleaved or 2 * cos.shape[-1] != x.shape[-1]:
+        return reference(x, cos, sin, interleaved)
+    half = x.shape[-1] // 2
+    x1, x2 = x[..., :half], x[..., half:]
+    c, s = cos[None, :, None, :], sin[None, :, None, :]
+    return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)
+
+
+CARD = Card(
+    name="rotary_embedding",
+    call=rotary_embedding,
+    standard=standard,
+    reference=reference,
+    samples=samples,
+    bench_inputs=bench_inputs,
+    composite=composite,
+)

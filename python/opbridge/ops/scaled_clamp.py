@@ -5,6 +5,8 @@ from __future__ import annotations
 import torch
 
 from opbridge.ops._builder import Builder
+from opbridge.ops._card import Card, Sample
+from opbridge.ops._inputs import bench_generator, bench_randn, make, with_grad
 
 
 def scaled_clamp(
@@ -21,3 +23,56 @@ def standard(b: Builder, x, *, scale: float, min_val: float, max_val: float):
     """Mul + Clip (Clip takes min/max as inputs from opset 11)."""
     scaled = b.op("Mul", x, b.constant(scale, like=x))
     return b.op("Clip", scaled, b.constant(min_val, like=x), b.constant(max_val, like=x))
+
+
+def reference(x, scale, min_val=0.0, max_val=6.0):
+    return torch.clamp(x * scale, min_val, max_val)
+
+
+def samples(dtype=torch.float32, requires_grad=False, *, large=True, seed=0):
+    g = torch.Generator().manual_seed(seed)
+
+    def x(shape):
+        return make(shape, dtype, requires_grad, g, scale=4.0)
+
+    yield Sample((x(()), 1.5), label="0-d")
+    yield Sample((x((1,)), 2.0), label="one element")
+    yield Sample((x((4, 16)), 2.0, 0.0, 6.0), label="typical")
+    yield Sample((x((1, 1)), 0.5, -1.0, 1.0), label="1x1")
+    yield Sample((x((3, 5, 7)), -1.25, -2.0, 3.0), label="negative scale, 3-d")
+    yield Sample((x((4, 8)), 1.0), {"min_val": -0.5, "max_val": 0.5}, label="keyword bounds")
+    noncontig = x((16, 9)).detach().t()
+    yield Sample((noncontig.requires_grad_(requires_grad), 1.5), label="non-contiguous")
+    if large:
+        yield Sample((x((2, 70000)), 3.0), label="very long row")
+        yield Sample((x((5000, 3)), 0.75), label="many rows")
+
+
+BENCH_SCALE, BENCH_MIN_VAL, BENCH_MAX_VAL = 0.5, 0.0, 6.0
+
+
+def bench_inputs(shape, dtype, requires_grad=False):
+    """x ``[rows, cols]``, scale 0.5, bounds 0 and 6."""
+    x = bench_randn(tuple(shape), dtype, bench_generator())
+    return with_grad((x, BENCH_SCALE, BENCH_MIN_VAL, BENCH_MAX_VAL), requires_grad)
+
+
+def composite(x, scale, min_val=0.0, max_val=6.0):
+    return torch.clamp(x * scale, min_val, max_val)
+
+
+def builtin(x, scale, min_val=0.0, max_val=6.0):
+    """``torch.clamp`` in place on ``x * scale``."""
+    return torch.mul(x, scale).clamp_(min_val, max_val)
+
+
+CARD = Card(
+    name="scaled_clamp",
+    call=scaled_clamp,
+    standard=standard,
+    reference=reference,
+    samples=samples,
+    bench_inputs=bench_inputs,
+    composite=composite,
+    builtin=builtin,
+)

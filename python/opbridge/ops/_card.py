@@ -1,0 +1,239 @@
+"""An operator's card: everything the Python side knows about one operator.
+
+The call, the standard-route ONNX decomposition, the pure PyTorch reference,
+sample inputs for tests, inputs and alternative implementations for the
+benchmark. Each built-in operator's module ``opbridge/ops/<name>.py`` ends
+with ``CARD = Card(...)``; a library with operators of its own calls
+:func:`register_card` when it is imported.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from types import ModuleType
+
+import torch
+
+BUILTIN_NAMESPACE = "opbridge"
+
+
+@dataclass
+class Sample:
+    """One call of an operator: ``call(*args, **kwargs)``."""
+
+    args: tuple
+    kwargs: dict = field(default_factory=dict)
+    label: str = ""
+
+    def __repr__(self) -> str:
+        return self.label
+
+
+@dataclass
+class Card:
+    """What Python knows about one operator.
+
+    - ``call``: the Python call (``opbridge.rms_norm``).
+    - ``standard``: the standard-route decomposition ``(b, *inputs, **attrs)``
+      written against :class:`opbridge.ops._builder.Builder`.
+    - ``reference``: the same math in plain PyTorch, with the call's signature.
+    - ``samples(dtype=torch.float32, requires_grad=False, *, large=True,
+      seed=0)``: sample calls (:class:`Sample`) covering odd shapes, layouts
+      and arguments; ``large=False`` leaves out the big ones.
+    - ``bench_inputs(shape, dtype, requires_grad=False)``: the call's
+      arguments for the benchmark's size ``shape`` = ``[rows, cols]`` (the
+      op's main input holds about rows x cols elements), the same on every
+      call; floating tensors require grad when asked.
+    - ``composite`` / ``builtin``: what a user would write instead (the
+      formula in small PyTorch ops; PyTorch's own operator), with the call's
+      signature; the benchmark's ``torch_composite`` / ``torch_builtin``.
+    - ``namespace``: ``torch.ops.<namespace>.<name>`` holds the operator.
+    - ``bench_backward``: whether the benchmark times a forward+backward pass
+      (one differentiable output).
+    """
+
+    name: str
+    call: Callable
+    standard: Callable | None
+    reference: Callable
+    samples: Callable[..., Iterator[Sample]]
+    bench_inputs: Callable
+    composite: Callable | None = None
+    builtin: Callable | None = None
+    namespace: str = BUILTIN_NAMESPACE
+    bench_backward: bool = True
+    # Where the card is defined (a file or module), for messages; filled in
+    # when the card is loaded or registered.
+    origin: str = ""
+
+    @property
+    def qualified_name(self) -> str:
+        return f"{self.namespace}::{self.name}"
+
+    @property
+    def display_name(self) -> str:
+        """The bare name for one of opbridge's operators, else the qualified one."""
+        return self.name if self.namespace == BUILTIN_NAMESPACE else self.qualified_name
+
+
+class UnknownOperatorError(KeyError):
+    """No card for the operator asked for."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+_REGISTERED: dict[str, Card] = {}
+
+
+def _module_file(module_name: str) -> str:
+    return module_name.replace(".", "/") + ".py"
+
+
+def builtin_file(name: str) -> str:
+    """The file that holds a built-in operator's card."""
+    return f"python/opbridge/ops/{name}.py"
+
+
+def builtin_module(name: str) -> ModuleType:
+    """The module ``opbridge.ops.<name>`` of a built-in operator."""
+    try:
+        return importlib.import_module(f"opbridge.ops.{name}")
+    except ModuleNotFoundError as error:
+        if error.name != f"opbridge.ops.{name}":
+            raise
+        raise RuntimeError(
+            f"opbridge: operator '{name}' is registered in C++ but has no Python module "
+            f"{builtin_file(name)} (its card: call, standard-route decomposition, reference, "
+            "samples, benchmark inputs)"
+        ) from error
+
+
+def _builtin_card(name: str) -> Card:
+    card = getattr(builtin_module(name), "CARD", None)
+    if not isinstance(card, Card):
+        raise RuntimeError(
+            f"opbridge: operator '{name}': {builtin_file(name)} has no module-level "
+            "CARD = Card(...)" + ("" if card is None else f" (CARD is a {type(card).__name__})")
+        )
+    if card.qualified_name != f"{BUILTIN_NAMESPACE}::{name}":
+        raise RuntimeError(
+            f"opbridge: operator '{name}': the CARD in {builtin_file(name)} is for "
+            f"{card.qualified_name}"
+        )
+    if not card.origin:
+        card.origin = builtin_file(name)
+    return card
+
+
+def _builtin_names() -> list[str]:
+    from opbridge._library import specs
+
+    return list(specs())
+
+
+def _guess_origin(card: Card) -> str:
+    """The module of the card's own functions (the call may be torch's)."""
+    for attr in ("reference", "samples", "bench_inputs", "standard", "call"):
+        module = getattr(getattr(card, attr, None), "__module__", None)
+        if module:
+            return _module_file(module)
+    return "<unknown>"
+
+
+def register_card(card: Card) -> Card:
+    """Registers the card of an operator of another library (or replaces an
+    earlier card of the same qualified name). Returns ``card``."""
+    if not isinstance(card, Card):
+        raise TypeError(f"opbridge.ops.register_card: expected a Card, got {type(card).__name__}")
+    if not card.origin:
+        caller = sys._getframe(1).f_globals
+        card.origin = caller.get("__file__") or _guess_origin(card)
+    _REGISTERED[card.qualified_name] = card
+    return card
+
+
+def cards() -> dict[str, Card]:
+    """Every card, keyed by qualified name: one per built-in operator (in
+    ``opbridge.specs()`` order), then the registered ones."""
+    found = {f"{BUILTIN_NAMESPACE}::{name}": _builtin_card(name) for name in _builtin_names()}
+    found.update(_REGISTERED)
+    return found
+
+
+def card(name: str) -> Card:
+    """The card of ``name``: a qualified name (``"myops::my_op"``) or the bare
+    name of a built-in operator (``"rms_norm"``)."""
+    qualified = name if "::" in name else f"{BUILTIN_NAMESPACE}::{name}"
+    if qualified in _REGISTERED:
+        return _REGISTERED[qualified]
+    builtins = _builtin_names()
+    namespace, _, bare = qualified.partition("::")
+    if namespace == BUILTIN_NAMESPACE and bare in builtins:
+        return _builtin_card(bare)
+    known = builtins + sorted(_REGISTERED)
+    raise UnknownOperatorError(
+        f"opbridge: no card for operator {name!r}; known: {', '.join(known)} "
+        "(an operator of another library registers its card with "
+        "opbridge.ops.register_card when that library is imported)"
+    )
+
+
+_REQUIRED = ("call", "standard", "reference", "samples", "bench_inputs")
+
+
+def _binds(fn: Callable, *args, **kwargs) -> bool:
+    try:
+        inspect.signature(fn).bind(*args, **kwargs)
+    except TypeError:
+        return False
+    except ValueError:  # no signature to read (some builtins): give it the benefit
+        return True
+    return True
+
+
+def check_card(card: Card) -> list[str]:
+    """What ``card`` lacks: one line per problem, naming the operator and
+    where its card is defined; an empty list when it is complete."""
+    where = card.origin or (
+        builtin_file(card.name) if card.namespace == BUILTIN_NAMESPACE else _guess_origin(card)
+    )
+    name = card.qualified_name
+    if not card.name or not isinstance(card.name, str):
+        return [f"the card in {where} has no name"]
+    problems = [
+        f"{name}: the card in {where} has no {attr}"
+        for attr in _REQUIRED
+        if not callable(getattr(card, attr, None))
+    ]
+    problems += [
+        f"{name}: the card in {where} has a {attr} that is not callable"
+        for attr in ("composite", "builtin")
+        if getattr(card, attr, None) is not None and not callable(getattr(card, attr))
+    ]
+    if callable(card.samples) and not _binds(
+        card.samples, torch.float32, False, large=False, seed=0
+    ):
+        problems.append(
+            f"{name}: the card in {where} has samples that do not take "
+            "(dtype, requires_grad, *, large, seed)"
+        )
+    if callable(card.bench_inputs) and not _binds(card.bench_inputs, [1, 8], torch.float32, False):
+        problems.append(
+            f"{name}: the card in {where} has bench_inputs that do not take "
+            "(shape, dtype, requires_grad)"
+        )
+    try:
+        registered = hasattr(getattr(torch.ops, card.namespace), card.name)
+    except Exception:
+        registered = False
+    if not registered:
+        problems.append(
+            f"{name}: the card in {where} is for torch.ops.{card.namespace}.{card.name}, "
+            "which is no operator (is its library loaded?)"
+        )
+    return problems
