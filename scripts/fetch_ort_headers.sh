@@ -13,11 +13,36 @@ if [[ -f "$STAMP" && "$(cat "$STAMP")" == "$PKG_VERSION" && -f "$DEST/usr/includ
   exit 0
 fi
 
+# The Debian mirror this machine's apt already uses (deb822 .sources files or
+# the one-line sources.list format): the first archive that is not a security
+# or ports archive. Its trixie suite holds the headers.
+debian_mirror() {
+  local file uri
+  for file in /etc/apt/sources.list.d/*.sources; do
+    [[ -f "$file" ]] || continue
+    while read -r uri; do
+      [[ "$uri" == *security* ]] || { echo "$uri"; return 0; }
+    done < <(awk 'tolower($1) == "uris:" { for (i = 2; i <= NF; i++) print $i }' "$file")
+  done
+  for file in /etc/apt/sources.list /etc/apt/sources.list.d/*.list; do
+    [[ -f "$file" ]] || continue
+    while read -r uri; do
+      [[ "$uri" == *security* ]] || { echo "$uri"; return 0; }
+    done < <(sed -E 's/\[[^]]*\]//' "$file" | awk '$1 == "deb" { print $2 }')
+  done
+  return 1
+}
+
+MIRROR="${OPBRIDGE_DEBIAN_MIRROR:-$(debian_mirror || true)}"
+if [[ -z "$MIRROR" ]]; then
+  echo "fetch_ort_headers: no Debian mirror found in /etc/apt/sources.list{,.d/*}; set OPBRIDGE_DEBIAN_MIRROR" >&2
+  exit 1
+fi
+
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$WORK/lists/partial" "$WORK/cache/archives/partial" "$WORK/etc"
-echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian.org/debian trixie main" \
-  >"$WORK/etc/trixie.list"
+echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR trixie main" >"$WORK/etc/trixie.list"
 APT_OPTS=(
   -o "Dir::Etc::SourceList=$WORK/etc/trixie.list"
   -o "Dir::Etc::SourceParts=/nonexistent"
