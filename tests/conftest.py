@@ -1,4 +1,13 @@
+import os
 import warnings
+from pathlib import Path
+
+# torch.compile's on-disk caches are keyed by the graph, not by a custom op's
+# schema: code compiled against another checkout's (or an older build's)
+# operators would be reused. Each checkout's tests keep their own.
+os.environ.setdefault(
+    "TORCHINDUCTOR_CACHE_DIR", str(Path(__file__).resolve().parents[1] / "build" / "torchinductor")
+)
 
 import pytest
 import torch

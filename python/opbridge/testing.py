@@ -133,19 +133,22 @@ class _OneOp(torch.nn.Module):
         return self.call(*args, **self.kwargs)
 
 
+def _typical_sample(card):
+    """The first float32 sample whose tensors are contiguous and at least 1-D."""
+    return next(
+        s
+        for s in _samples(card, torch.float32)
+        if all(a.dim() >= 1 and a.is_contiguous() for a in s.args if isinstance(a, torch.Tensor))
+    )
+
+
 def export_sample(card, sample=None, *, route: str, dynamo: bool = True, opset: int = 18):
     """Exports one call of the op (the first 2-D or larger float32 sample by
     default); returns ``(proto, module, inputs)``."""
     from opbridge.onnx import export
 
     if sample is None:
-        sample = next(
-            s
-            for s in _samples(card, torch.float32)
-            if all(
-                a.dim() >= 1 and a.is_contiguous() for a in s.args if isinstance(a, torch.Tensor)
-            )
-        )
+        sample = _typical_sample(card)
     args = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in sample.args)
     module = _OneOp(card.call, args, sample.kwargs)
     inputs = tuple(args[p] for p in module.positions)
@@ -197,7 +200,6 @@ def check_export(card, route: str, *, dynamo: bool = True, opset: int = 18) -> N
 def single_node_model(card, sample, dtypes: dict[int, Any] | None = None):
     """A one-node ONNX model of the op's custom node for ``sample`` (tensor
     inputs as graph inputs; ``dtypes`` overrides an input's numpy dtype)."""
-    import onnx
     from onnx import helper
 
     from opbridge.onnx import _bind
@@ -221,9 +223,10 @@ def single_node_model(card, sample, dtypes: dict[int, Any] | None = None):
         graph_inputs.append(helper.make_tensor_value_info(param["name"], elem, list(array.shape)))
     while names and names[-1] == "":
         names.pop()
-    outputs = [
-        helper.make_tensor_value_info(o, onnx.TensorProto.UNDEFINED, None) for o in spec["outputs"]
-    ]
+    # Outputs are declared with the sample's first tensor's dtype.
+    first = next(v for v in inputs if v is not None)
+    out_type = helper.np_dtype_to_tensor_dtype(first.detach().numpy().dtype)
+    outputs = [helper.make_tensor_value_info(o, out_type, None) for o in spec["outputs"]]
     node = helper.make_node(
         spec["onnx_type"], names, list(spec["outputs"]), domain=library.onnx_domain, **attrs
     )
@@ -245,7 +248,7 @@ def check_bad_input(card) -> None:
     spec = _spec(card)
     first = spec["inputs"][0]["name"]
     torch_name = f"{card.namespace}::{card.name}"
-    sample = next(iter(_samples(card, torch.float32)))
+    sample = _typical_sample(card)
     args = list(sample.args)
     args[0] = torch.ones(args[0].shape, dtype=torch.int32)
     try:
