@@ -257,3 +257,68 @@ def test_doctor_passes():
         "checks passed",
     ):
         assert needle in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            "opbridge.scaled_clamp(torch.tensor([1.0, float('nan')], dtype=torch.float16), 2.0)",
+            "argument 'x' contains NaN at flat index 1 of float16 shape [2]",
+        ),
+        (
+            "opbridge.rms_norm(torch.tensor([[1.0, 2.0, float('inf')]], dtype=torch.bfloat16),"
+            " torch.ones(3, dtype=torch.bfloat16))",
+            "argument 'x' contains Inf at flat index 2 of bfloat16 shape [1, 3]",
+        ),
+        (
+            "opbridge.normalize_image(torch.zeros(1, 2, 2, 3, dtype=torch.uint8),"
+            " [0.5, float('nan'), 0.5], [0.25] * 3)",
+            "argument 'mean' has NaN at index 1 of 3 values",
+        ),
+        (
+            "opbridge.scaled_clamp(torch.ones(2), float('nan'))",
+            "argument 'scale' is NaN",
+        ),
+    ],
+)
+def test_opbridge_check_covers_half_precision_and_float_attributes_in_torch(call, message):
+    code = (
+        "import torch, opbridge\n"
+        "try:\n"
+        f"    {call}\n"
+        "    print('no error')\n"
+        "except RuntimeError as e:\n"
+        "    print(e)\n"
+    )
+    result = _python(code, OPBRIDGE_CHECK="1")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert message in result.stdout, result.stdout
+    assert "OPBRIDGE_CHECK" in result.stdout
+
+
+def test_opbridge_check_covers_half_precision_and_float_attributes_in_onnx_runtime():
+    code = (
+        "import numpy as np, opbridge\n"
+        "from onnx import TensorProto\n"
+        "import sys; sys.path.insert(0, 'tests')\n"
+        "from ort_helpers import run, single_node_model\n"
+        "m = single_node_model('ScaledClamp', [('x', TensorProto.FLOAT16, [3])],"
+        " {'scale': 1.0}, output_type=TensorProto.FLOAT16)\n"
+        "try:\n"
+        "    run(m, [np.array([1, 2, np.nan], np.float16)])\n"
+        "except Exception as e:\n"
+        "    print(e)\n"
+        "m = single_node_model('NormalizeImage', [('image', TensorProto.UINT8, [1, 2, 2, 3])],"
+        " {'mean': [0.5, 0.5, float('nan')], 'std': [0.5] * 3})\n"
+        "try:\n"
+        "    run(m, [np.zeros((1, 2, 2, 3), np.uint8)])\n"
+        "except Exception as e:\n"
+        "    print(e)\n"
+    )
+    result = _python(code, OPBRIDGE_CHECK="1")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "argument 'x' contains NaN at flat index 2 of float16 shape [3]" in result.stdout
+    assert "argument 'mean' has NaN at index 2 of 3 values" in result.stdout
+    assert result.stdout.count("[node 'node0']") == 2
+
