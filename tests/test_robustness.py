@@ -322,3 +322,32 @@ def test_opbridge_check_covers_half_precision_and_float_attributes_in_onnx_runti
     assert "argument 'mean' has NaN at index 2 of 3 values" in result.stdout
     assert result.stdout.count("[node 'node0']") == 2
 
+
+# ------------------------------------------------------- library lifetime
+
+
+def test_library_stays_loaded_when_its_last_session_closes():
+    # ONNX Runtime unloads a custom-op library with the last session that
+    # registered it; loaded again, it would build a new op table each time
+    # and lose the old one. It stays loaded instead: one table per process.
+    code = (
+        "import gc, sys, numpy as np, opbridge\n"
+        "from onnx import TensorProto\n"
+        "sys.path.insert(0, 'tests')\n"
+        "from ort_helpers import single_node_model\n"
+        "m = single_node_model('ScaledClamp', [('x', TensorProto.FLOAT, [3])], {'scale': 2.0})\n"
+        "def mapped():\n"
+        "    return sorted({l.split()[0] for l in open('/proc/self/maps')"
+        " if 'libopbridge_ort.so' in l})\n"
+        "seen = []\n"
+        "for _ in range(3):\n"
+        "    s = opbridge.ort.InferenceSession(m)\n"
+        "    assert s.run(None, {'x': np.ones(3, np.float32)})[0].tolist() == [2, 2, 2]\n"
+        "    del s\n"
+        "    gc.collect()\n"
+        "    seen.append(mapped())\n"
+        "print(seen)\n"
+        "assert seen[0] and seen[0] == seen[1] == seen[2], seen\n"
+    )
+    result = _python(code)
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]

@@ -12,6 +12,8 @@
 #include <onnxruntime_cxx_api.h>
 #undef ORT_API_MANUAL_INIT
 
+#include <dlfcn.h>
+
 #include <atomic>
 #include <cstring>
 #include <exception>
@@ -575,7 +577,8 @@ std::unique_ptr<SpecOp> MakeOp(const OpSpec& spec) {
 }
 
 // Ops and the domain live for the whole process: ONNX Runtime keeps raw
-// pointers to them in every session that registered the library.
+// pointers to them in every session that registered the library. They are
+// built once (see PinLibrary) and never freed.
 struct Library {
   std::vector<std::unique_ptr<SpecOp>> ops;
   Ort::CustomOpDomain domain{nullptr};
@@ -585,6 +588,19 @@ struct Library {
 Library& GetLibrary() {
   static Library* library = new Library();
   return *library;
+}
+
+// ONNX Runtime unloads a custom-op library when the last session that
+// registered it closes, and loads it afresh for the next one: every such
+// cycle would build a new op table and lose the old one. An extra reference
+// that is never released, with RTLD_NODELETE, keeps this library (and its one
+// table) loaded for the life of the process.
+void PinLibrary() {
+  static const char anchor = 0;
+  Dl_info info{};
+  if (dladdr(&anchor, &info) == 0 || info.dli_fname == nullptr) return;
+  // RTLD_NOLOAD: only takes a reference to the already loaded library.
+  dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
 }
 
 }  // namespace
@@ -608,6 +624,7 @@ RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
     Library& library = GetLibrary();
     std::lock_guard<std::mutex> lock(library.mutex);
     if (library.ops.empty()) {
+      PinLibrary();
       // One domain serves every session: sessions only keep a pointer to it.
       library.domain = Ort::CustomOpDomain(kOnnxDomain);
       for (const OpSpec* spec : AllSpecs()) {
