@@ -85,6 +85,12 @@ def main(build_dir: Path) -> int:
             lambda a: opbridge.scaled_clamp(torch.from_numpy(a), 2.0, -1.0, 1.0).numpy(),
         ),
         (
+            "scaled_clamp, min_val and max_val left at their defaults",
+            _single("ScaledClamp", {"scale": 2.0}, [3, 7]),
+            4 * rng.standard_normal((3, 7)).astype(np.float32),
+            lambda a: np.clip(a * 2.0, 0.0, 6.0),
+        ),
+        (
             "missing attribute",
             _single("ScaledClamp", {"min_val": 0.0}, [4]),
             np.ones(4, np.float32),

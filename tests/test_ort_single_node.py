@@ -369,3 +369,97 @@ def test_inputs_of_unknown_rank_are_checked_at_run_time():
     np.testing.assert_array_equal(got, x)
     with pytest.raises(Exception, match=r"argument 'x' must be 4-D"):
         run(model, [x[0], np.ones((3, 2), np.float32), np.zeros((3, 2), np.float32)])
+
+
+# ------------------------------------------------ attributes left at their default
+
+
+F = TensorProto.FLOAT
+
+
+def _eps_f32(eps):
+    # ONNX FLOAT attributes (and their defaults) are float32.
+    return float(np.float32(eps))
+
+
+@pytest.mark.parametrize(
+    ("op_type", "inputs", "attrs", "reference"),
+    [
+        (
+            "RmsNorm",
+            [("x", F, [3, 8]), ("w", F, [8])],
+            {},
+            lambda x, w: OPS["rms_norm"].reference(x, w, eps=_eps_f32(1e-6)),
+        ),
+        (
+            "AddRmsNorm",
+            [("x", F, [3, 8]), ("r", F, [3, 8]), ("w", F, [8])],
+            {},
+            lambda x, r, w: OPS["add_rms_norm"].reference(x, r, w, eps=_eps_f32(1e-6)),
+        ),
+        (
+            "ScaledClamp",
+            [("x", F, [3, 8])],
+            {"scale": 4.0},  # min_val 0, max_val 6 by default
+            lambda x: torch.clamp(x * 4.0, 0.0, 6.0),
+        ),
+        (
+            "ScaledClamp",
+            [("x", F, [3, 8])],
+            {"scale": 4.0, "max_val": 1.0},
+            lambda x: torch.clamp(x * 4.0, 0.0, 1.0),
+        ),
+        (
+            "BiasGelu",
+            [("x", F, [3, 8]), ("b", F, [8])],
+            {},  # approximate 'none': the erf form
+            lambda x, b: torch.nn.functional.gelu(x + b),
+        ),
+        (
+            "RotaryEmbedding",
+            [("x", F, [2, 3, 2, 8]), ("c", F, [3, 4]), ("s", F, [3, 4])],
+            {},  # interleaved False
+            lambda x, c, s: OPS["rotary_embedding"].reference(x, c, s, False),
+        ),
+        (
+            "NormalizeImage",
+            [("image", TensorProto.UINT8, [1, 4, 5, 3])],
+            {"mean": [0.1, 0.2, 0.3], "std": [0.5, 0.25, 2.0]},  # channels_last_in True
+            lambda image: OPS["normalize_image"].reference(
+                image, [0.1, 0.2, 0.3], [0.5, 0.25, 2.0], True
+            ),
+        ),
+    ],
+)
+def test_absent_attribute_takes_the_spec_default(op_type, inputs, attrs, reference):
+    spec = next(s for s in SPECS.values() if s["onnx_type"] == op_type)
+    outputs = [(name, F) for name in spec["outputs"]]
+    model = single_node_model(op_type, inputs, attrs, outputs=outputs)
+    rng = np.random.default_rng(0)
+    feeds = []
+    for _, kind, shape in inputs:
+        if kind == TensorProto.UINT8:
+            feeds.append(rng.integers(0, 256, shape, dtype=np.uint8))
+        else:
+            feeds.append(rng.standard_normal(shape).astype(np.float32))
+    expected = as_tuple(reference(*[torch.from_numpy(f) for f in feeds]))
+    for level in LEVELS:
+        sess = session(model, level)
+        # Shape inference knew the default too (NormalizeImage: NHWC -> NCHW).
+        assert sess.get_outputs()[0].shape == list(expected[0].shape)
+        got = sess.run(None, dict(zip([i.name for i in sess.get_inputs()], feeds, strict=True)))
+        for g, e in zip(got, expected, strict=True):
+            np.testing.assert_allclose(g, e.numpy(), rtol=1e-5, atol=1e-5, err_msg=level)
+
+
+def test_absent_required_attribute_says_it_has_no_default():
+    message = _load_error(single_node_model("ScaledClamp", [("x", F, [2, 3])], {}))
+    assert "attribute 'scale' must be present with type FLOAT (float): it has no default" in message
+    message = _load_error(
+        single_node_model(
+            "NormalizeImage", [("image", TensorProto.UINT8, [1, 4, 4, 3])], {"mean": [0.5] * 3}
+        )
+    )
+    assert (
+        "attribute 'std' must be present with type FLOATS (float[]): it has no default" in message
+    )

@@ -218,6 +218,26 @@ def test_opbridge_check_reports_nan_in_torch():
     )
 
 
+def test_opbridge_check_reports_nan_in_a_backward_gradient():
+    code = (
+        "import torch, opbridge\n"
+        "x = torch.ones(2, 4, requires_grad=True)\n"
+        "y = opbridge.rms_norm(x, torch.ones(4))\n"
+        "g = torch.ones(2, 4); g[0, 1] = float('nan')\n"
+        "try:\n"
+        "    y.backward(g)\n"
+        "except RuntimeError as e:\n"
+        "    print(e)\n"
+    )
+    result = _python(code, OPBRIDGE_CHECK="1")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "rms_norm (ONNX opbridge::RmsNorm): argument 'grad_y' contains NaN at flat index 1" in (
+        result.stdout
+    )
+    # Without OPBRIDGE_CHECK the NaN just propagates.
+    assert "contains NaN" not in _python(code).stdout
+
+
 def test_opbridge_check_reports_inf_in_onnx_runtime():
     code = (
         "import numpy as np, opbridge\n"
@@ -257,3 +277,97 @@ def test_doctor_passes():
         "checks passed",
     ):
         assert needle in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            "opbridge.scaled_clamp(torch.tensor([1.0, float('nan')], dtype=torch.float16), 2.0)",
+            "argument 'x' contains NaN at flat index 1 of float16 shape [2]",
+        ),
+        (
+            "opbridge.rms_norm(torch.tensor([[1.0, 2.0, float('inf')]], dtype=torch.bfloat16),"
+            " torch.ones(3, dtype=torch.bfloat16))",
+            "argument 'x' contains Inf at flat index 2 of bfloat16 shape [1, 3]",
+        ),
+        (
+            "opbridge.normalize_image(torch.zeros(1, 2, 2, 3, dtype=torch.uint8),"
+            " [0.5, float('nan'), 0.5], [0.25] * 3)",
+            "argument 'mean' has NaN at index 1 of 3 values",
+        ),
+        (
+            "opbridge.scaled_clamp(torch.ones(2), float('nan'))",
+            "argument 'scale' is NaN",
+        ),
+    ],
+)
+def test_opbridge_check_covers_half_precision_and_float_attributes_in_torch(call, message):
+    code = (
+        "import torch, opbridge\n"
+        "try:\n"
+        f"    {call}\n"
+        "    print('no error')\n"
+        "except RuntimeError as e:\n"
+        "    print(e)\n"
+    )
+    result = _python(code, OPBRIDGE_CHECK="1")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert message in result.stdout, result.stdout
+    assert "OPBRIDGE_CHECK" in result.stdout
+
+
+def test_opbridge_check_covers_half_precision_and_float_attributes_in_onnx_runtime():
+    code = (
+        "import numpy as np, opbridge\n"
+        "from onnx import TensorProto\n"
+        "import sys; sys.path.insert(0, 'tests')\n"
+        "from ort_helpers import run, single_node_model\n"
+        "m = single_node_model('ScaledClamp', [('x', TensorProto.FLOAT16, [3])],"
+        " {'scale': 1.0}, output_type=TensorProto.FLOAT16)\n"
+        "try:\n"
+        "    run(m, [np.array([1, 2, np.nan], np.float16)])\n"
+        "except Exception as e:\n"
+        "    print(e)\n"
+        "m = single_node_model('NormalizeImage', [('image', TensorProto.UINT8, [1, 2, 2, 3])],"
+        " {'mean': [0.5, 0.5, float('nan')], 'std': [0.5] * 3})\n"
+        "try:\n"
+        "    run(m, [np.zeros((1, 2, 2, 3), np.uint8)])\n"
+        "except Exception as e:\n"
+        "    print(e)\n"
+    )
+    result = _python(code, OPBRIDGE_CHECK="1")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert "argument 'x' contains NaN at flat index 2 of float16 shape [3]" in result.stdout
+    assert "argument 'mean' has NaN at index 2 of 3 values" in result.stdout
+    assert result.stdout.count("[node 'node0']") == 2
+
+
+# ------------------------------------------------------- library lifetime
+
+
+def test_library_stays_loaded_when_its_last_session_closes():
+    # ONNX Runtime unloads a custom-op library with the last session that
+    # registered it; loaded again, it would build a new op table each time
+    # and lose the old one. It stays loaded instead: one table per process.
+    code = (
+        "import gc, sys, numpy as np, opbridge\n"
+        "from onnx import TensorProto\n"
+        "sys.path.insert(0, 'tests')\n"
+        "from ort_helpers import single_node_model\n"
+        "m = single_node_model('ScaledClamp', [('x', TensorProto.FLOAT, [3])], {'scale': 2.0})\n"
+        "def mapped():\n"
+        "    return sorted({l.split()[0] for l in open('/proc/self/maps')"
+        " if 'libopbridge_ort.so' in l})\n"
+        "seen = []\n"
+        "for _ in range(3):\n"
+        "    s = opbridge.ort.InferenceSession(m)\n"
+        "    assert s.run(None, {'x': np.ones(3, np.float32)})[0].tolist() == [2, 2, 2]\n"
+        "    del s\n"
+        "    gc.collect()\n"
+        "    seen.append(mapped())\n"
+        "print(seen)\n"
+        "assert seen[0] and seen[0] == seen[1] == seen[2], seen\n"
+    )
+    result = _python(code)
+    assert result.returncode == 0, result.stdout + result.stderr[-2000:]

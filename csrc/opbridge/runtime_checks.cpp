@@ -1,11 +1,13 @@
 #include "opbridge/runtime_checks.h"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
 
 #include "opbridge/checks.h"
+#include "opbridge/half.h"
 
 namespace opbridge {
 
@@ -19,10 +21,21 @@ bool RuntimeChecksEnabled() {
 
 namespace {
 
+double AsDouble(float value) { return value; }
+double AsDouble(double value) { return value; }
+double AsDouble(Float16 value) { return ToFloat(value); }
+double AsDouble(BFloat16 value) { return ToFloat(value); }
+
+// The first element that is NaN or infinite (-1 when none) and its value.
 template <typename T>
-int64_t FirstNonFinite(const T* data, int64_t n) {
+int64_t FirstNonFinite(const void* buffer, int64_t n, double* value) {
+  const T* data = static_cast<const T*>(buffer);
   for (int64_t i = 0; i < n; ++i) {
-    if (!std::isfinite(data[i])) return i;
+    const double v = AsDouble(data[i]);
+    if (!std::isfinite(v)) {
+      *value = v;
+      return i;
+    }
   }
   return -1;
 }
@@ -39,6 +52,42 @@ Status CheckBuffer(const OpSpec& spec, const char* argument, const void* data, c
 
 }  // namespace
 
+Status CheckFiniteTensor(const OpSpec& spec, const char* argument, const TensorInfo& info, const void* data) {
+  OPBRIDGE_RETURN_IF_ERROR(CheckBuffer(spec, argument, data, info));
+  const int64_t n = NumElements(info.shape);
+  if (n == 0) return Status::Ok();
+  int64_t bad = -1;
+  double value = 0.0;
+  if (info.dtype == "float32") {
+    bad = FirstNonFinite<float>(data, n, &value);
+  } else if (info.dtype == "float64") {
+    bad = FirstNonFinite<double>(data, n, &value);
+  } else if (info.dtype == "float16") {
+    bad = FirstNonFinite<Float16>(data, n, &value);
+  } else if (info.dtype == "bfloat16") {
+    bad = FirstNonFinite<BFloat16>(data, n, &value);
+  }
+  if (bad < 0) return Status::Ok();
+  return ArgError(spec, argument,
+                  std::string("contains ") + (std::isnan(value) ? "NaN" : "Inf") + " at flat index " +
+                      std::to_string(bad) + " of " + info.dtype + " shape " + FormatShape(info.shape) +
+                      " (OPBRIDGE_CHECK)");
+}
+
+Status CheckAttributeValue(const OpSpec& spec, const char* argument, const AttrValue& value) {
+  if (std::isnan(value.number)) {
+    return ArgError(spec, argument, "is NaN (OPBRIDGE_CHECK)");
+  }
+  for (size_t i = 0; i < value.numbers.size(); ++i) {
+    if (std::isnan(value.numbers[i])) {
+      return ArgError(spec, argument,
+                      "has NaN at index " + std::to_string(i) + " of " +
+                          std::to_string(value.numbers.size()) + " values (OPBRIDGE_CHECK)");
+    }
+  }
+  return Status::Ok();
+}
+
 Status ValidateKernelArgs(const OpSpec& spec, const KernelArgs& args) {
   if (args.outputs.size() != spec.outputs.size() || args.output_infos.size() != spec.outputs.size()) {
     return Status::Error(spec.TorchName() + ": expected " + std::to_string(spec.outputs.size()) +
@@ -48,25 +97,10 @@ Status ValidateKernelArgs(const OpSpec& spec, const KernelArgs& args) {
   for (size_t i = 0; i < args.inputs.size() && i < spec.inputs.size(); ++i) {
     const TensorInfo& info = args.input_infos[i];
     if (!info.present) continue;
-    const char* name = spec.inputs[i].name;
-    OPBRIDGE_RETURN_IF_ERROR(CheckBuffer(spec, name, args.inputs[i], info));
-    const int64_t n = NumElements(info.shape);
-    int64_t bad = -1;
-    double value = 0.0;
-    if (info.dtype == "float32") {
-      const auto* data = static_cast<const float*>(args.inputs[i]);
-      bad = FirstNonFinite(data, n);
-      if (bad >= 0) value = data[bad];
-    } else if (info.dtype == "float64") {
-      const auto* data = static_cast<const double*>(args.inputs[i]);
-      bad = FirstNonFinite(data, n);
-      if (bad >= 0) value = data[bad];
-    }
-    if (bad >= 0) {
-      return ArgError(spec, name,
-                      std::string("contains ") + (std::isnan(value) ? "NaN" : "Inf") + " at flat index " +
-                          std::to_string(bad) + " of shape " + FormatShape(info.shape) + " (OPBRIDGE_CHECK)");
-    }
+    OPBRIDGE_RETURN_IF_ERROR(CheckFiniteTensor(spec, spec.inputs[i].name, info, args.inputs[i]));
+  }
+  for (size_t a = 0; a < args.attrs.size() && a < spec.attrs.size(); ++a) {
+    OPBRIDGE_RETURN_IF_ERROR(CheckAttributeValue(spec, spec.attrs[a].name, args.attrs[a]));
   }
   for (size_t k = 0; k < args.outputs.size(); ++k) {
     OPBRIDGE_RETURN_IF_ERROR(CheckBuffer(spec, spec.outputs[k], args.outputs[k], args.output_infos[k]));

@@ -10,11 +10,25 @@ namespace opbridge {
 // so the default path costs one predictable branch per call.
 bool RuntimeChecksEnabled();
 
-// Checks what a kernel is about to receive: every present input and every
-// output has a buffer of its shape (non-null unless empty, no negative
-// dimension), there are as many outputs as the spec has, and no float32 or
-// float64 input holds NaN or Inf. The message names the op, the argument and
-// the first offending element.
+// Checks one tensor argument: a buffer of its shape (non-null unless empty,
+// no negative dimension) and, for float32, float64, float16 and bfloat16,
+// no NaN or Inf. Other dtypes (uint8, ...) are only checked for the buffer.
+// The message names the op, the argument and the first offending element.
+// Framework-free, for any argument a kernel receives: the forward's inputs
+// (through ValidateKernelArgs) and a backward's arguments (grad_y, saved
+// tensors), which an adapter checks one by one.
+Status CheckFiniteTensor(const OpSpec& spec, const char* argument, const TensorInfo& info, const void* data);
+
+// Checks one attribute value: no NaN in a float attribute or in any element
+// of a float list (an infinite value passes: an infinite clamp bound is
+// meaningful). Int, bool and string attributes always pass. `argument` is
+// the attribute's name, as in the spec or the backward's schema.
+Status CheckAttributeValue(const OpSpec& spec, const char* argument, const AttrValue& value);
+
+// Checks what a kernel is about to receive: there are as many outputs as the
+// spec has, every present input passes CheckFiniteTensor, every attribute
+// (in spec order) passes CheckAttributeValue, and every output has a buffer
+// of its shape.
 Status ValidateKernelArgs(const OpSpec& spec, const KernelArgs& args);
 
 }  // namespace opbridge

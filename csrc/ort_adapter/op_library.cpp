@@ -12,6 +12,8 @@
 #include <onnxruntime_cxx_api.h>
 #undef ORT_API_MANUAL_INIT
 
+#include <dlfcn.h>
+
 #include <atomic>
 #include <cstring>
 #include <exception>
@@ -126,13 +128,80 @@ std::string NodeName(const OrtKernelInfo* info) {
   return name;
 }
 
+// Whether the node has an attribute of this name, of any type. The C API
+// reads an attribute only as a given type, so each type is tried; an
+// attribute that none of them finds is absent.
+bool HasAttribute(const OrtKernelInfo* info, const char* name) {
+  auto found = [](OrtStatus* status) {
+    if (status == nullptr) return true;
+    g_api->ReleaseStatus(status);
+    return false;
+  };
+  float f = 0.0f;
+  int64_t i = 0;
+  size_t size = 0;
+  if (found(g_api->KernelInfoGetAttribute_float(info, name, &f))) return true;
+  if (found(g_api->KernelInfoGetAttribute_int64(info, name, &i))) return true;
+  size = 0;
+  if (found(g_api->KernelInfoGetAttribute_string(info, name, nullptr, &size))) return true;
+  size = 0;
+  if (found(g_api->KernelInfoGetAttributeArray_float(info, name, nullptr, &size))) return true;
+  size = 0;
+  if (found(g_api->KernelInfoGetAttributeArray_int64(info, name, nullptr, &size))) return true;
+  OrtAllocator* allocator = nullptr;
+  if (!found(g_api->GetAllocatorWithDefaultOptions(&allocator))) return false;
+  OrtValue* tensor = nullptr;
+  if (found(g_api->KernelInfoGetAttribute_tensor(info, name, allocator, &tensor))) {
+    g_api->ReleaseValue(tensor);
+    return true;
+  }
+  return false;
+}
+
+// The spec's default of an attribute, as the node would hold it: a float
+// default is rounded to float32 like every ONNX FLOAT attribute (and like the
+// default the ONNX schema of the custom route declares).
+AttrValue DefaultValue(const AttrSpec& attr) {
+  AttrValue value;
+  switch (attr.type) {
+    case AttrType::kFloat:
+      value.number = static_cast<float>(attr.default_value);
+      break;
+    case AttrType::kInt:
+    case AttrType::kBool:
+      value.number = attr.default_value;
+      break;
+    case AttrType::kString:
+      value.text = attr.default_text != nullptr ? attr.default_text : "";
+      break;
+    case AttrType::kFloats:
+      break;
+  }
+  return value;
+}
+
+const char* OnnxAttributeType(AttrType type) {
+  switch (type) {
+    case AttrType::kFloat:
+      return "FLOAT";
+    case AttrType::kInt:
+    case AttrType::kBool:
+      return "INT";
+    case AttrType::kString:
+      return "STRING";
+    case AttrType::kFloats:
+      return "FLOATS";
+  }
+  return "?";
+}
+
+// Reads an attribute of the node; an absent one with a default in the spec
+// takes the default (as ONNX defines for attributes with a default value).
 OrtStatus* ReadAttribute(const OpSpec& spec, const std::string& node, const OrtKernelInfo* info,
                          const AttrSpec& attr, AttrValue* value) {
   OrtStatus* status = nullptr;
-  const char* onnx_type = "INT";
   switch (attr.type) {
     case AttrType::kFloat: {
-      onnx_type = "FLOAT";
       float v = 0.0f;
       status = g_api->KernelInfoGetAttribute_float(info, attr.name, &v);
       value->number = v;
@@ -146,7 +215,6 @@ OrtStatus* ReadAttribute(const OpSpec& spec, const std::string& node, const OrtK
       break;
     }
     case AttrType::kString: {
-      onnx_type = "STRING";
       size_t size = 0;
       status = g_api->KernelInfoGetAttribute_string(info, attr.name, nullptr, &size);
       if (status == nullptr) {
@@ -158,7 +226,6 @@ OrtStatus* ReadAttribute(const OpSpec& spec, const std::string& node, const OrtK
       break;
     }
     case AttrType::kFloats: {
-      onnx_type = "FLOATS";
       size_t size = 0;
       status = g_api->KernelInfoGetAttributeArray_float(info, attr.name, nullptr, &size);
       if (status == nullptr) {
@@ -172,8 +239,18 @@ OrtStatus* ReadAttribute(const OpSpec& spec, const std::string& node, const OrtK
   if (status == nullptr) return nullptr;
   const std::string reason = g_api->GetErrorMessage(status);
   g_api->ReleaseStatus(status);
-  return MakeStatus(NodePrefix(spec, node) + "attribute '" + attr.name + "' must be present with type " +
-                    onnx_type + " (" + AttrTypeName(attr.type) + "); ONNX Runtime says: " + reason);
+  const std::string expected = std::string("attribute '") + attr.name + "' must be present with type " +
+                               OnnxAttributeType(attr.type) + " (" + AttrTypeName(attr.type) + ")";
+  if (!HasAttribute(info, attr.name)) {
+    if (attr.has_default) {
+      *value = DefaultValue(attr);
+      return nullptr;
+    }
+    return MakeStatus(NodePrefix(spec, node) + expected +
+                      ": it has no default and the node does not have it");
+  }
+  return MakeStatus(NodePrefix(spec, node) + expected +
+                    "; the node has it with another type (ONNX Runtime says: " + reason + ")");
 }
 
 // Input dtypes and shapes as declared in the graph; unknown dims are -1.
@@ -327,17 +404,23 @@ uint64_t NextSymbol() {
   return counter.fetch_add(1);
 }
 
-// The node's attributes at shape-inference time; false when one is missing
-// or mistyped (kernel creation then reports it).
+// The node's attributes at shape-inference time, with the spec's default for
+// an absent one; false when a required one is missing or one is mistyped
+// (kernel creation then reports it).
 bool ReadShapeInferAttributes(const OpSpec& spec, OrtShapeInferContext* context,
                               std::vector<AttrValue>* attrs) {
   for (const AttrSpec& attr : spec.attrs) {
     const OrtOpAttr* op_attr = nullptr;
     if (OrtStatus* s = g_api->ShapeInferContext_GetAttribute(context, attr.name, &op_attr)) {
       g_api->ReleaseStatus(s);
-      return false;
+      op_attr = nullptr;
     }
-    if (op_attr == nullptr) return false;
+    if (op_attr == nullptr) {
+      // Absent: the spec's default, as kernel creation takes it.
+      if (!attr.has_default) return false;
+      attrs->push_back(DefaultValue(attr));
+      continue;
+    }
     AttrValue value;
     size_t size = 0;
     OrtStatus* status = nullptr;
@@ -494,7 +577,8 @@ std::unique_ptr<SpecOp> MakeOp(const OpSpec& spec) {
 }
 
 // Ops and the domain live for the whole process: ONNX Runtime keeps raw
-// pointers to them in every session that registered the library.
+// pointers to them in every session that registered the library. They are
+// built once (see PinLibrary) and never freed.
 struct Library {
   std::vector<std::unique_ptr<SpecOp>> ops;
   Ort::CustomOpDomain domain{nullptr};
@@ -504,6 +588,19 @@ struct Library {
 Library& GetLibrary() {
   static Library* library = new Library();
   return *library;
+}
+
+// ONNX Runtime unloads a custom-op library when the last session that
+// registered it closes, and loads it afresh for the next one: every such
+// cycle would build a new op table and lose the old one. An extra reference
+// that is never released, with RTLD_NODELETE, keeps this library (and its one
+// table) loaded for the life of the process.
+void PinLibrary() {
+  static const char anchor = 0;
+  Dl_info info{};
+  if (dladdr(&anchor, &info) == 0 || info.dli_fname == nullptr) return;
+  // RTLD_NOLOAD: only takes a reference to the already loaded library.
+  dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
 }
 
 }  // namespace
@@ -528,6 +625,7 @@ RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
     Library& library = GetLibrary();
     std::lock_guard<std::mutex> lock(library.mutex);
     if (library.ops.empty()) {
+      PinLibrary();
       // One domain serves every session: sessions only keep a pointer to it.
       library.domain = Ort::CustomOpDomain(ThisLibrary().onnx_domain);
       for (const OpSpec* spec : AllSpecs()) {

@@ -325,6 +325,16 @@ class BackwardCpu final : public c10::OperatorKernel {
       args.outputs.push_back(call.wanted[o] ? outputs.back().mutable_data_ptr() : nullptr);
     }
     args.parallel_for = TorchParallelFor();
+    if (RuntimeChecksEnabled()) {
+      for (size_t i = 0; i < args.inputs.size(); ++i) {
+        if (!args.input_infos[i].present) continue;
+        ThrowIfError(
+            CheckFiniteTensor(spec_, spec_.backward.inputs[i].name, args.input_infos[i], args.inputs[i]));
+      }
+      for (size_t a = 0; a < args.attrs.size(); ++a) {
+        ThrowIfError(CheckAttributeValue(spec_, spec_.attrs[a].name, args.attrs[a]));
+      }
+    }
     ThrowIfError(spec_.backward.launch(args));
     for (at::Tensor& output : outputs) stack->emplace_back(std::move(output));
   }

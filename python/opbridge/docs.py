@@ -25,6 +25,15 @@ def render_operators() -> str:
         "Generated from the C++ specs by `opbridge docs`; do not edit by hand.",
         f"Custom-route nodes live in ONNX domain `{ONNX_DOMAIN}`, version {ONNX_DOMAIN_VERSION}.",
         "",
+        "A node may leave out an attribute that has a default: the ONNX Runtime library then",
+        "uses the default below (a float default rounded to float32, as ONNX stores FLOAT",
+        "attributes). A missing attribute without a default fails at load, naming it.",
+        "",
+        "ONNX FLOAT attributes are 32-bit. With float64 tensors the custom route computes with",
+        "each float attribute rounded to float32 (`scaled_clamp(x, 1.0, 0.1, 0.7)` clamps at",
+        "0.10000000149011612 in ONNX Runtime, at 0.1 in PyTorch); the standard route carries",
+        "them as float64 constants, exactly.",
+        "",
     ]
     for name, spec in specs().items():
         lines += [

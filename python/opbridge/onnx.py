@@ -15,6 +15,7 @@ environment or from whether the library is loaded.
 from __future__ import annotations
 
 import io
+import logging
 import os
 from collections.abc import Callable
 from typing import Any
@@ -32,9 +33,30 @@ from opbridge._library import (
 from opbridge.ops._builder import DynamoBuilder, LegacyBuilder
 
 ROUTES = ("custom", "standard")
-# The dynamo exporter builds every graph at this opset and converts after.
+# The dynamo exporter builds every graph at this opset and converts it to the
+# requested one after: with onnxscript's version converter from 18 to
+# DYNAMO_CONVERTER_MAX_OPSET, with onnx's converter outside that range.
+# Both keep a node that is already in the requested opset's form (e.g.
+# RMSNormalization, or ReduceMean with an axes attribute below 18), but
+# onnx's converter rewrites an upward conversion from the build opset and
+# has no adapter for an op newer than it.
 DYNAMO_BUILD_OPSET = 18
+DYNAMO_CONVERTER_MAX_OPSET = 25
 DEFAULT_OPSET = 18
+# The opsets export accepts, per exporter (both ends included):
+# - dynamo: onnx's converter cannot take an opset-18 graph below 15 (it has no
+#   adapter for Add 14 -> 13 or Pow 15 -> 14);
+# - legacy: the standard forms need opset 13 (Unsqueeze takes its axes as an
+#   input), and the TorchScript exporter stops at 20;
+# - both: ONNX Runtime 1.30 loads models up to opset 26.
+OPSET_RANGES = {"dynamo": (15, 26), "legacy": (13, 20)}
+
+
+class ExportError(ValueError):
+    """An export opbridge refuses, with the reason (an opset that cannot be
+    reached, an op and dtype with no exact form on the chosen route)."""
+
+
 METADATA_VERSION_KEY = "opbridge.version"
 METADATA_DOMAIN_VERSION_KEY = "opbridge.domain_version"
 METADATA_ROUTE_KEY = "opbridge.route"
@@ -93,6 +115,37 @@ def _decomposition(library: Library, spec: dict) -> Callable:
 def _check_route(route: str) -> None:
     if route not in ROUTES:
         raise ValueError(f"opbridge.onnx: route must be one of {ROUTES}, got {route!r}")
+
+
+def check_opset(opset: int, dynamo: bool = True) -> int:
+    """``opset`` when ``opbridge.onnx.export`` accepts it for that exporter,
+    else a ValueError that names the accepted range."""
+    exporter = "dynamo" if dynamo else "legacy"
+    low, high = OPSET_RANGES[exporter]
+    if isinstance(opset, bool) or not isinstance(opset, int):
+        raise ValueError(f"opbridge.onnx: opset must be an int, got {opset!r}")
+    if not low <= opset <= high:
+        other = OPSET_RANGES["legacy" if dynamo else "dynamo"]
+        raise ValueError(
+            f"opbridge.onnx: opset {opset} is not supported with the {exporter} exporter "
+            f"(dynamo={dynamo}); it exports opsets {low} to {high} (with dynamo={not dynamo}: "
+            f"{other[0]} to {other[1]})"
+        )
+    return opset
+
+
+def decomposition_opset(opset: int, dynamo: bool = True) -> int:
+    """The opset whose forms a standard-route decomposition uses when the
+    export asks for ``opset``: that opset, except with the dynamo exporter
+    above DYNAMO_CONVERTER_MAX_OPSET, where onnx's converter takes the graph
+    up from DYNAMO_BUILD_OPSET and so needs that opset's forms."""
+    if dynamo and opset > DYNAMO_CONVERTER_MAX_OPSET:
+        return DYNAMO_BUILD_OPSET
+    return opset
+
+
+def _refused(error: ValueError, opset: int) -> ExportError:
+    return ExportError(f"{error} (export at opset {opset})")
 
 
 def _bind(spec: dict, args: tuple, kwargs: dict) -> tuple[list, dict]:
@@ -201,6 +254,7 @@ def _dynamo_translation(library: Library, spec: dict, route: str, opset: int) ->
         domain, spec["onnx_type"], op_schema=onnx_schema(spec, library)
     )
     standard = _decomposition(library, spec)
+    build_opset = decomposition_opset(opset, dynamo=True)
 
     def translate(*args, **kwargs):
         inputs, attrs = _bind(spec, args, kwargs)
@@ -209,7 +263,10 @@ def _dynamo_translation(library: Library, spec: dict, route: str, opset: int) ->
             while inputs and inputs[-1] is None:
                 inputs.pop()
             return custom_op(*inputs, **attrs)
-        return standard(DynamoBuilder(opset), *inputs, **attrs)
+        try:
+            return standard(DynamoBuilder(build_opset), *inputs, **attrs)
+        except ValueError as error:
+            raise _refused(error, opset) from error
 
     translate.__name__ = f"{library.torch_namespace}_{spec['name']}_{route}"
     return translate
@@ -222,10 +279,11 @@ def translation_table(
 
     ``opset`` is the ``opset_version`` the export will ask for (the standard
     route chooses its form by it); default 18. Covers the operators of every
-    loaded library.
+    loaded library. Check the exported model's ai.onnx opset import: torch
+    keeps opset 18 when it cannot convert.
     """
     _check_route(route)
-    opset = opset or DEFAULT_OPSET
+    opset = check_opset(DEFAULT_OPSET if opset is None else opset, dynamo=True)
     return {
         library.op(name): _dynamo_translation(library, spec, route, opset)
         for library in libraries()
@@ -246,7 +304,10 @@ def _legacy_symbolic(library: Library, spec: dict, route: str, opset: int) -> Ca
             raw = symbolic_helper._maybe_get_const(value, _LEGACY_PARSE[attr["type"]])
             attrs[attr["name"]] = _attr_value(attr, raw)
         if route == "standard":
-            return standard(LegacyBuilder(g, opset), *inputs, **attrs)
+            try:
+                return standard(LegacyBuilder(g, opset), *inputs, **attrs)
+            except ValueError as error:
+                raise _refused(error, opset) from error
         # Absent trailing optional inputs are left out of the node.
         while inputs and inputs[-1] is None:
             inputs.pop()
@@ -323,7 +384,7 @@ def register_legacy_symbolics(route: str = "custom", *, opset: int | None = None
     will use (default 18).
     """
     _check_route(route)
-    opset = opset or DEFAULT_OPSET
+    opset = check_opset(DEFAULT_OPSET if opset is None else opset, dynamo=False)
     for library in libraries():
         for name, spec in library.specs().items():
             torch.onnx.register_custom_op_symbolic(
@@ -385,41 +446,53 @@ def export(
     uses it. With ``dynamo=False`` and ``dynamic_shapes``, the dims named by
     ``dynamic_shapes`` become ``dynamic_axes`` of inputs ``input_0``, ... (or
     of ``input_names`` when given).
+
+    ``opset`` (or torch's name for it, ``opset_version``; default 18) must be
+    in ``OPSET_RANGES`` for the exporter. The model imports exactly that
+    ai.onnx opset, or the export fails with an :class:`ExportError` that says
+    why (torch's exporter would keep opset 18 and only log the failure).
     """
     import onnx
 
     _check_route(route)
-    opset = opset or DEFAULT_OPSET
-    if dynamo:
-        program = torch.onnx.export(
-            model,
-            args,
-            dynamo=True,
-            opset_version=opset,
-            dynamic_shapes=dynamic_shapes,
-            custom_translation_table=translation_table(route, opset=opset),
-            **kwargs,
-        )
-        proto = program.model_proto
-    else:
-        register_legacy_symbolics(route, opset=opset)
-        if dynamic_shapes is not None:
-            kwargs = _legacy_dynamic_axes(args, dynamic_shapes, kwargs)
-        buffer = io.BytesIO()
-        torch.onnx.export(
-            model,
-            args,
-            buffer,
-            dynamo=False,
-            opset_version=opset,
-            custom_opsets=(
-                {lib.onnx_domain: lib.domain_version for lib in libraries()}
-                if route == "custom"
-                else None
-            ),
-            **kwargs,
-        )
-        proto = onnx.load_from_string(buffer.getvalue())
+    if "opset_version" in kwargs:
+        opset_version = kwargs.pop("opset_version")
+        if opset is not None and opset != opset_version:
+            raise TypeError(
+                f"opbridge.onnx.export: got opset={opset} and opset_version={opset_version}; "
+                "pass one (opset_version is torch's name for opset)"
+            )
+        opset = opset_version
+    opset = check_opset(DEFAULT_OPSET if opset is None else opset, dynamo=dynamo)
+    try:
+        if dynamo:
+            proto, conversion = _export_dynamo(model, args, route, opset, dynamic_shapes, kwargs)
+        else:
+            conversion = None
+            register_legacy_symbolics(route, opset=opset)
+            if dynamic_shapes is not None:
+                kwargs = _legacy_dynamic_axes(args, dynamic_shapes, kwargs)
+            buffer = io.BytesIO()
+            torch.onnx.export(
+                model,
+                args,
+                buffer,
+                dynamo=False,
+                opset_version=opset,
+                custom_opsets=(
+                    {lib.onnx_domain: lib.domain_version for lib in libraries()}
+                    if route == "custom"
+                    else None
+                ),
+                **kwargs,
+            )
+            proto = onnx.load_from_string(buffer.getvalue())
+    except Exception as error:
+        refused = _find_cause(error, ExportError)
+        if refused is not None and refused is not error:
+            raise ExportError(str(refused)) from error
+        raise
+    _check_opset_import(proto, opset, dynamo, conversion)
     stamp_metadata(proto, route)
     if f is not None:
         if isinstance(f, io.BytesIO):
@@ -427,6 +500,98 @@ def export(
         else:
             onnx.save(proto, os.fspath(f))
     return proto
+
+
+def _export_dynamo(model, args, route: str, opset: int, dynamic_shapes, kwargs: dict):
+    def run(opset_version: int):
+        with _ConversionLog() as conversion:
+            program = torch.onnx.export(
+                model,
+                args,
+                dynamo=True,
+                opset_version=opset_version,
+                dynamic_shapes=dynamic_shapes,
+                custom_translation_table=translation_table(route, opset=opset),
+                **kwargs,
+            )
+        return program.model_proto, conversion
+
+    try:
+        return run(opset)
+    except ValueError as error:
+        # onnxscript's converter refuses a target outside its range for a
+        # graph without ai.onnx nodes (only opbridge nodes), where there is
+        # nothing to convert.
+        if "is not supported. Supported range" not in str(error):
+            raise
+        reason = str(error)
+    proto, conversion = run(DYNAMO_BUILD_OPSET)
+    if any(node.domain in ("", "ai.onnx") for node in proto.graph.node):
+        raise ExportError(
+            f"opbridge.onnx.export: cannot convert the model to opset {opset}: {reason}"
+        )
+    kept = [imp for imp in proto.opset_import if imp.domain not in ("", "ai.onnx")]
+    del proto.opset_import[:]
+    proto.opset_import.extend(kept)
+    entry = proto.opset_import.add()
+    entry.domain, entry.version = "", opset
+    return proto, conversion
+
+
+def _find_cause(error: BaseException, kind: type) -> BaseException | None:
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, kind):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
+
+
+class _ConversionLog(logging.Handler):
+    """Collects what onnxscript's version converter logs during an export
+    (the dynamo exporter reports a failed conversion only there)."""
+
+    LOGGER = "onnxscript.version_converter"
+
+    def __init__(self):
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if record.exc_info and record.exc_info[1] is not None:
+            cause = str(record.exc_info[1]).strip().splitlines()
+            message += f": {cause[-1] if cause else type(record.exc_info[1]).__name__}"
+        self.messages.append(message)
+
+    def __enter__(self):
+        logging.getLogger(self.LOGGER).addHandler(self)
+        return self
+
+    def __exit__(self, *exc):
+        logging.getLogger(self.LOGGER).removeHandler(self)
+        return False
+
+
+def _check_opset_import(proto, opset: int, dynamo: bool, conversion) -> None:
+    imported = {imp.domain: imp.version for imp in proto.opset_import}
+    got = imported.get("", imported.get("ai.onnx"))
+    if got is None or got == opset:
+        return
+    why = ""
+    if conversion is not None and conversion.messages:
+        why = "; the converter said: " + " | ".join(conversion.messages[-2:])
+    hint = ""
+    if dynamo:
+        hint = (
+            f" The dynamo exporter builds at opset {DYNAMO_BUILD_OPSET} and converts; "
+            "export at an opset the model's ops convert to, or with dynamo=False."
+        )
+    raise ExportError(
+        f"opbridge.onnx.export: asked for opset {opset}, but the exported model imports ai.onnx "
+        f"opset {got}: it could not be converted to {opset}{why}.{hint}"
+    )
 
 
 def _legacy_dynamic_axes(args: tuple, dynamic_shapes: Any, kwargs: dict) -> dict:

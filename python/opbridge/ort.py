@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 from opbridge._library import (
@@ -56,16 +57,6 @@ def session_options(options: Any = None, libraries: list[Library] | None = None)
     return options
 
 
-def _proto_of(model: Any):
-    import onnx
-
-    if isinstance(model, str | os.PathLike):
-        return onnx.load(os.fspath(model), load_external_data=False)
-    if isinstance(model, bytes | bytearray):
-        return onnx.load_from_string(bytes(model))
-    return model
-
-
 def libraries_for(model: Any) -> list[Library]:
     """The loaded libraries a model needs (opbridge's own always comes first),
     after checking each domain's version against the model.
@@ -73,7 +64,7 @@ def libraries_for(model: Any) -> list[Library]:
     A model that uses a custom domain no loaded library provides is refused
     with a message saying how to load one.
     """
-    proto = _proto_of(model)
+    proto = load_model(model)
     check_domain_version(proto)
     used = {node.domain for node in proto.graph.node}
     local_functions = {function.domain for function in proto.functions}
@@ -99,7 +90,9 @@ def InferenceSession(path_or_bytes: str | bytes | os.PathLike, **kwargs: Any):
     and the library of every other custom domain the model uses.
 
     Takes the same arguments; ``sess_options`` (if given) gets the libraries
-    added. A ``ModelProto`` is accepted too.
+    added. A ``ModelProto`` is accepted too. A model ONNX Runtime cannot
+    read (a truncated file, an IR version newer than the runtime's, a domain
+    version the loaded library lacks) gets an error that says what to change.
     """
     import onnxruntime
 
@@ -110,19 +103,80 @@ def InferenceSession(path_or_bytes: str | bytes | os.PathLike, **kwargs: Any):
     needed = libraries_for(path_or_bytes)
     kwargs["sess_options"] = session_options(kwargs.get("sess_options"), needed)
     kwargs.setdefault("providers", ["CPUExecutionProvider"])
-    return onnxruntime.InferenceSession(path_or_bytes, **kwargs)
+    try:
+        return onnxruntime.InferenceSession(path_or_bytes, **kwargs)
+    except Exception as error:
+        explained = _explain_load_error(error, path_or_bytes)
+        if explained is None:
+            raise
+        raise explained from error
+
+
+_IR_VERSION_ERROR = re.compile(
+    r"Unsupported model IR version: (\d+), max supported IR version: (\d+)"
+)
+
+
+def _explain_load_error(error: Exception, model: Any) -> Exception | None:
+    """An opbridge error for a load failure whose ONNX Runtime message does
+    not say what to do; None for the others."""
+    import onnx
+    import onnxruntime
+
+    match = _IR_VERSION_ERROR.search(str(error))
+    if match:
+        ir_version, supported = int(match.group(1)), int(match.group(2))
+        source = f"model {model}" if isinstance(model, str) else "the model"
+        return RuntimeError(
+            f"opbridge: {source} has ONNX IR version {ir_version}, but onnxruntime "
+            f"{onnxruntime.__version__} reads up to IR version {supported}. Set "
+            f"model.ir_version = {supported} before saving it (or pass "
+            f"ir_version={supported} to onnx.helper.make_model, which writes IR version "
+            f"{onnx.IR_VERSION} with onnx {onnx.__version__}); that is valid when the model uses "
+            "no feature of a newer IR version. Models from opbridge.onnx.export already have a "
+            "version ONNX Runtime reads."
+        )
+    return None
+
+
+def load_model(model: Any):
+    """The ``onnx.ModelProto`` of a path, bytes or ``ModelProto`` (external
+    data is not loaded). A file or bytes that do not parse as an ONNX model
+    (e.g. a truncated file) give a ValueError naming the path and its size."""
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    if isinstance(model, str | os.PathLike):
+        path = os.fspath(model)
+        try:
+            return onnx.load(path, load_external_data=False)
+        except DecodeError as error:
+            size = os.path.getsize(path)
+            raise ValueError(
+                f"opbridge: {path} ({size} bytes) is not a readable ONNX model: {error} "
+                "(a truncated or partly written file, or not an .onnx file)"
+            ) from error
+    if isinstance(model, bytes | bytearray):
+        try:
+            return onnx.load_from_string(bytes(model))
+        except DecodeError as error:
+            raise ValueError(
+                f"opbridge: the {len(model)} bytes given are not a readable ONNX model: {error} "
+                "(truncated, or not a serialized ModelProto)"
+            ) from error
+    return model
 
 
 def check_domain_version(model: Any) -> None:
-    """Raises if the model needs a newer version of a library domain than the
-    loaded library has (by its opset imports and its
-    ``opbridge.domain_version.<domain>`` metadata).
+    """Raises if the model needs a version of a library domain the loaded
+    library lacks: newer (by its opset imports and its
+    ``opbridge.domain_version.<domain>`` metadata), or below 1.
 
     ONNX Runtime itself would only say the op "is not a registered
     function/op"; this names both versions. ``model`` is a path, bytes or a
     ``ModelProto``.
     """
-    proto = _proto_of(model)
+    proto = load_model(model)
     wanted = {opset.domain: opset.version for opset in proto.opset_import}
     for prop in proto.metadata_props:
         if prop.key.startswith(METADATA_DOMAIN_VERSION_PREFIX):
@@ -133,7 +187,17 @@ def check_domain_version(model: Any) -> None:
                 continue
     for domain, version in wanted.items():
         library = library_for_domain(domain)
-        if library is None or version <= library.domain_version:
+        if library is None:
+            continue
+        if version < 1:
+            raise RuntimeError(
+                f"{library.name}: the model imports ONNX domain '{domain}' version "
+                f"{version}, but the domain's versions start at 1 (this library, "
+                f"{library.name} {library.version}, has versions 1 to "
+                f"{library.domain_version}); set that opset import's version to "
+                f"{library.domain_version}"
+            )
+        if version <= library.domain_version:
             continue
         if library is BUILTIN:
             raise RuntimeError(

@@ -139,6 +139,14 @@ linear_gelu_rule.rule_name = "nn.Linear + nn.GELU"
 DEFAULT_RULES: tuple[Rule, ...] = (torch_rmsnorm_rule, linear_gelu_rule)
 
 
+def _check_module(function: str, model: object) -> None:
+    if not isinstance(model, nn.Module):
+        raise TypeError(
+            f"opbridge.{function}: model must be a torch.nn.Module, got {type(model).__name__}"
+            + (f" {model!r}" if isinstance(model, str) else "")
+        )
+
+
 def patch(model: nn.Module, *, rules: list[Rule] | None = None) -> nn.Module:
     """Replaces supported modules of ``model`` in place with opbridge ones and
     returns ``model``.
@@ -149,6 +157,17 @@ def patch(model: nn.Module, *, rules: list[Rule] | None = None) -> nn.Module:
     replaced. What was replaced: ``model.opbridge_patch_summary`` (a
     :class:`PatchSummary`; print it for a table).
     """
+    _check_module("patch", model)
+    if rules is not None and not isinstance(rules, list | tuple):
+        raise TypeError(
+            f"opbridge.patch: rules must be a list of rules, got {type(rules).__name__}"
+        )
+    for i, rule in enumerate(rules or []):
+        if not callable(rule):
+            raise TypeError(
+                f"opbridge.patch: rules[{i}] must be callable as rule(parent, name, child), "
+                f"got {type(rule).__name__}"
+            )
     all_rules = list(rules or []) + list(DEFAULT_RULES)
     summary = PatchSummary()
     records = getattr(model, _RECORD_ATTR, None)
@@ -186,6 +205,7 @@ def unpatch(model: nn.Module) -> nn.Module:
     """Puts back every module that ``patch`` replaced in ``model`` (whose
     parameters were shared, so training since is kept) and returns ``model``;
     ``model.opbridge_patch_summary`` then lists what was restored."""
+    _check_module("unpatch", model)
     records = getattr(model, _RECORD_ATTR, None) or []
     summary = PatchSummary()
     for parent, child_name, record in reversed(records):

@@ -42,7 +42,7 @@ from opbridge.onnx import (
     ROUTES,
 )
 from opbridge.onnx import export as export_onnx
-from opbridge.ort import InferenceSession
+from opbridge.ort import InferenceSession, load_model
 
 # ONNX Runtime's graph optimization levels, least to most, by the name used in
 # reports; ORT_ENABLE_LAYOUT only exists in newer runtimes.
@@ -58,6 +58,10 @@ BASE_LEVEL = "disable_all"
 # The level a deployed session uses by default; the final-output section reports it.
 DEFAULT_LEVEL = "enable_all"
 LARGE_BATCH_MIN = 16
+# Default tolerances (rtol, atol) by the dtype of the PyTorch output: float64
+# gets torch.testing's, tight enough to catch a float32-sized error.
+DEFAULT_TOLERANCE = (1e-5, 1e-5)
+DEFAULT_TOLERANCE_FLOAT64 = (1e-7, 1e-7)
 
 _SCOPES_KEY = "pkg.torch.onnx.name_scopes"
 _NAMESPACE_KEY = "namespace"
@@ -114,6 +118,8 @@ class Comparison:
     torch: Stats | None
     ort: Stats | None
     detail: str = ""
+    # Elements finite on both sides; with 0 nothing was compared, which fails.
+    compared: int | None = None
 
 
 @dataclass
@@ -158,7 +164,7 @@ class VerificationReport:
 
     passed: bool
     route: str
-    rtol: float
+    rtol: float  # for every output dtype but float64
     atol: float
     model_source: str  # "exported (...)" or where the given model came from
     structure: list[Check] = field(default_factory=list)
@@ -174,6 +180,9 @@ class VerificationReport:
     layers: list[LayerResult] = field(default_factory=list)
     first_divergence: str | None = None
     errors: list[str] = field(default_factory=list)
+    # For float64 outputs (the same as rtol/atol when those were given).
+    rtol_float64: float = 0.0
+    atol_float64: float = 0.0
     onnx_model: Any = field(default=None, repr=False)
 
     @property
@@ -277,9 +286,10 @@ def _stats(values: np.ndarray, finite: bool) -> Stats | None:
 def compare(name: str, got: Any, want: Any, rtol: float, atol: float) -> Comparison:
     """``got`` (ONNX Runtime) against ``want`` (PyTorch): passes when every
     element satisfies ``|got - want| <= atol + rtol * |want|`` (NaN matches
-    NaN, an infinity matches the same infinity). The relative error is taken
-    over elements with ``|want| > atol``; statistics and cosine similarity
-    over finite elements."""
+    NaN, an infinity matches the same infinity) and at least one element is
+    finite on both sides (all NaN on both sides compares nothing, and fails).
+    The relative error is taken over elements with ``|want| > atol``;
+    statistics and cosine similarity over finite elements."""
     a = np.asarray(got, dtype=np.float64)
     b = np.asarray(want, dtype=np.float64)
     if a.shape != b.shape:
@@ -313,6 +323,15 @@ def compare(name: str, got: Any, want: Any, rtol: float, atol: float) -> Compari
         rel[~big & np.isfinite(diff)] = 0.0
     finite = slice(None) if all_finite else ~special
     fa, fb = a[finite], b[finite]
+    mismatched = int(ok.size - np.count_nonzero(ok))
+    if fa.size == 0 and mismatched == 0:
+        # The same NaN or Inf everywhere: not one number was compared.
+        return Comparison(
+            name, list(np.shape(want)), False, 0.0, 0.0, 0.0, 0.0, 0, None, None,
+            detail=f"nothing compared: all {b.size} elements are NaN or infinite, the same in "
+            "PyTorch and ONNX Runtime (are the inputs NaN?)",
+            compared=0,
+        )  # fmt: skip
     dot = float(np.einsum("i,i->", fa, fb))
     na, nb = math.sqrt(np.einsum("i,i->", fa, fa)), math.sqrt(np.einsum("i,i->", fb, fb))
     if na == 0.0 and nb == 0.0:
@@ -321,7 +340,6 @@ def compare(name: str, got: Any, want: Any, rtol: float, atol: float) -> Compari
         cosine = 0.0
     else:
         cosine = dot / (na * nb)
-    mismatched = int(ok.size - np.count_nonzero(ok))
     return Comparison(
         name=name,
         shape=list(np.shape(want)),
@@ -333,6 +351,7 @@ def compare(name: str, got: Any, want: Any, rtol: float, atol: float) -> Compari
         mismatched=mismatched,
         torch=_stats(b, b_finite),
         ort=_stats(a, a_finite),
+        compared=int(fa.size),
     )
 
 
@@ -805,11 +824,32 @@ def _load_model(onnx_model: Any):
     if isinstance(onnx_model, onnx.ModelProto):
         return onnx_model, "given ModelProto"
     if isinstance(onnx_model, bytes):
-        return onnx.load_from_string(onnx_model), "given bytes"
+        return load_model(onnx_model), "given bytes"
     path = Path(onnx_model)
     if not path.is_file():
         raise FileNotFoundError(f"opbridge.verify: ONNX model {path} does not exist")
-    return onnx.load(path), str(path)
+    proto = load_model(path)
+    if any(t.data_location == onnx.TensorProto.EXTERNAL for t in proto.graph.initializer):
+        onnx.load_external_data_for_model(proto, str(path.parent))
+    return proto, str(path)
+
+
+class _Tolerance:
+    """(rtol, atol) for a compared tensor: the caller's for every dtype, or
+    the default of the PyTorch tensor's dtype."""
+
+    def __init__(self, rtol: float | None, atol: float | None):
+        def pick(default: tuple[float, float]) -> tuple[float, float]:
+            return (
+                float(rtol) if rtol is not None else default[0],
+                float(atol) if atol is not None else default[1],
+            )
+
+        self.other = pick(DEFAULT_TOLERANCE)
+        self.float64 = pick(DEFAULT_TOLERANCE_FLOAT64)
+
+    def of(self, want: Any) -> tuple[float, float]:
+        return self.float64 if np.asarray(want).dtype == np.float64 else self.other
 
 
 def verify(
@@ -818,8 +858,8 @@ def verify(
     *,
     onnx_model: Any = None,
     route: str = "custom",
-    rtol: float = 1e-5,
-    atol: float = 1e-5,
+    rtol: float | None = None,
+    atol: float | None = None,
     opset: int | None = None,
     dynamo: bool = True,
     dynamic_shapes: Any = None,
@@ -847,12 +887,23 @@ def verify(
     at the export batch: the example first, then random ones drawn like it,
     or instead the caller's ``inputs`` (see :func:`load_inputs`).
 
+    ``rtol`` and ``atol`` apply to every tensor compared when given; by
+    default they follow the PyTorch tensor's dtype: 1e-7 for float64
+    (``DEFAULT_TOLERANCE_FLOAT64``), 1e-5 for the others.
+
     ``session_factory(model_bytes, level)`` makes the ONNX Runtime sessions
     (default :func:`default_session_factory`). ``layers=False`` skips the
     layer-by-layer comparison.
     """
     if route not in ROUTES:
         raise ValueError(f"opbridge.verify: route must be one of {ROUTES}, got {route!r}")
+    for name, value in (("rtol", rtol), ("atol", atol)):
+        if value is not None and not (isinstance(value, int | float) and value >= 0):
+            raise ValueError(
+                f"opbridge.verify: {name} must be a number >= 0 (or None for the default by "
+                f"dtype), got {value!r}"
+            )
+    tolerance = _Tolerance(rtol, atol)
     if isinstance(args, torch.Tensor):
         args = (args,)
     if not isinstance(args, tuple):
@@ -883,7 +934,14 @@ def verify(
         example_outputs = _leaves(model(*args))
     example_inputs = _leaves(args)
     report = VerificationReport(
-        passed=False, route=route, rtol=rtol, atol=atol, model_source=source, onnx_model=proto
+        passed=False,
+        route=route,
+        rtol=tolerance.other[0],
+        atol=tolerance.other[1],
+        model_source=source,
+        rtol_float64=tolerance.float64[0],
+        atol_float64=tolerance.float64[1],
+        onnx_model=proto,
     )
     report.structure = _structure_checks(proto, route, model, example_inputs, example_outputs)
     report.inputs = [_io_info(v) for v in _graph_inputs(proto)]
@@ -892,7 +950,7 @@ def verify(
 
     cases = _cases(report, proto, args, batch_sizes, draws, inputs, seed)
     sessions, instrumented = _sessions(report, proto, model, args, levels, layers, factory)
-    _run(report, model, cases, sessions, instrumented, factory, levels, main_level, rtol, atol)
+    _run(report, model, cases, sessions, instrumented, factory, levels, main_level, tolerance)
     report.passed = not report.failures()
     return report
 
@@ -1011,7 +1069,7 @@ def _run_session(session, case: _Case) -> dict[str, np.ndarray]:
     return dict(zip(output_names, session.run(None, feed), strict=True))
 
 
-def _run(report, model, cases, sessions, instrumented, factory, levels, main_level, rtol, atol):
+def _run(report, model, cases, sessions, instrumented, factory, levels, main_level, tolerance):
     layer_results = _layer_results(instrumented) if instrumented is not None else {}
     for case in cases:
         recorder = _Recorder(model) if instrumented is not None else None
@@ -1021,10 +1079,10 @@ def _run(report, model, cases, sessions, instrumented, factory, levels, main_lev
         finally:
             if recorder is not None:
                 recorder.close()
-        _run_levels(report, case, expected, sessions, levels, main_level, rtol, atol)
+        _run_levels(report, case, expected, sessions, levels, main_level, tolerance)
         if recorder is not None:
             _compare_layers(
-                report, instrumented, BASE_LEVEL, case, recorder, layer_results, rtol, atol
+                report, instrumented, BASE_LEVEL, case, recorder, layer_results, tolerance
             )
 
     # Where a level changes the results, compare layer by layer at that level
@@ -1047,7 +1105,7 @@ def _run(report, model, cases, sessions, instrumented, factory, levels, main_lev
                 finally:
                     recorder.close()
                 _compare_layers(
-                    report, instrumented, level, case, recorder, layer_results, rtol, atol
+                    report, instrumented, level, case, recorder, layer_results, tolerance
                 )
 
     report.layers = list(layer_results.values())
@@ -1070,7 +1128,7 @@ def _layer_results(instrumented: _Instrumented) -> dict[str, LayerResult]:
     return results
 
 
-def _run_levels(report, case, expected, sessions, levels, main_level, rtol, atol) -> None:
+def _run_levels(report, case, expected, sessions, levels, main_level, tolerance) -> None:
     """Runs ``case`` at every level; compares with PyTorch and with BASE_LEVEL."""
     base_outputs = None
     for level in levels:
@@ -1086,7 +1144,7 @@ def _run_levels(report, case, expected, sessions, levels, main_level, rtol, atol
             continue
         names = [o.name for o in sessions[level].get_outputs()]
         comparisons = [
-            compare(name, g, e, rtol, atol)
+            compare(name, g, e, *tolerance.of(e))
             for name, g, e in zip(names, got, expected, strict=False)
         ]
         if len(got) != len(expected):
@@ -1100,15 +1158,18 @@ def _run_levels(report, case, expected, sessions, levels, main_level, rtol, atol
             base_outputs = got
         elif base_outputs is not None and len(base_outputs) == len(got):
             against_base = [
-                compare(n, g, b, rtol, atol)
+                compare(n, g, b, *tolerance.of(b))
                 for n, g, b in zip(names, got, base_outputs, strict=True)
             ]
             cell.max_abs_diff_vs_base = max((c.max_abs_err for c in against_base), default=0.0)
-            if not all(c.passed for c in against_base) and level not in report.fusion_problems:
+            # Nothing compared (NaN everywhere at both levels) is the final
+            # outputs' failure, not a difference between levels.
+            differs = [c for c in against_base if not c.passed and c.compared != 0]
+            if differs and level not in report.fusion_problems:
                 report.fusion_problems.append(level)
 
 
-def _compare_layers(report, instrumented, level, case, recorder, layer_results, rtol, atol):
+def _compare_layers(report, instrumented, level, case, recorder, layer_results, tolerance):
     try:
         values = _run_session(instrumented.sessions[level], case)
     except Exception as error:
@@ -1128,7 +1189,8 @@ def _compare_layers(report, instrumented, level, case, recorder, layer_results, 
             )
             continue
         for name, tensor in zip(names, tensors, strict=True):
-            comparison = compare(name, values[name], _to_numpy(tensor), rtol, atol)
+            want = _to_numpy(tensor)
+            comparison = compare(name, values[name], want, *tolerance.of(want))
             if _worse(result.worst, comparison):
                 result.worst, result.case, result.level = comparison, case.label, level
             if not comparison.passed:
@@ -1175,9 +1237,12 @@ def _mark(status: str) -> str:
 
 def _format_report(report: VerificationReport) -> list[str]:
     verdict = "PASS" if report.passed else "FAIL"
+    tolerance = f"rtol {report.rtol:g}, atol {report.atol:g}"
+    if (report.rtol_float64, report.atol_float64) != (report.rtol, report.atol):
+        tolerance += f" (float64: {report.rtol_float64:g}, {report.atol_float64:g})"
     lines = [
-        f"opbridge verify: {verdict}  (route {report.route}, rtol {report.rtol:g}, "
-        f"atol {report.atol:g}; model {report.model_source})",
+        f"opbridge verify: {verdict}  (route {report.route}, {tolerance}; "
+        f"model {report.model_source})",
         "",
         "Structure",
     ]

@@ -120,8 +120,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--onnx", type=Path, default=None, help="verify this ONNX file as is instead of exporting"
     )
-    parser.add_argument("--rtol", type=float, default=1e-5)
-    parser.add_argument("--atol", type=float, default=1e-5)
+    parser.add_argument(
+        "--rtol", type=float, default=None, help="default: 1e-7 for float64 outputs, else 1e-5"
+    )
+    parser.add_argument(
+        "--atol", type=float, default=None, help="default: 1e-7 for float64 outputs, else 1e-5"
+    )
     parser.add_argument("--opset", type=int, default=None, help="ONNX opset for the export")
     parser.add_argument(
         "--legacy", action="store_true", help="export with the TorchScript exporter (dynamo=False)"

@@ -27,13 +27,23 @@ GELU_OPSET = 20
 
 def standard(b: Builder, x, bias, *, approximate: str):
     """Add + Gelu (opset >= 20); before it, 0.5 v (1 + Erf(v / sqrt(2))), or
-    with approximate="tanh" 0.5 v (1 + Tanh(sqrt(2 / pi) (v + 0.044715 v^3)))."""
+    with approximate="tanh" 0.5 v (1 + Tanh(sqrt(2 / pi) (v + 0.044715 v^3))).
+    float64 takes the Tanh formula at every opset (ONNX Runtime computes a
+    float64 Gelu in lower precision) and refuses approximate="none" (ONNX
+    Runtime has no float64 Erf or Gelu kernel)."""
     v = b.op("Add", x, bias)
     if approximate not in ("none", "tanh"):
         raise ValueError(
             f"opbridge::bias_gelu: approximate must be 'none' or 'tanh', got {approximate!r}"
         )
-    if b.opset >= GELU_OPSET:
+    float64 = b.float_dtype(x) == "float64"
+    if float64 and approximate == "none":
+        raise ValueError(
+            "opbridge::bias_gelu: float64 with approximate='none' has no standard-route form "
+            "that ONNX Runtime runs (it has no float64 Erf or Gelu kernel); use route='custom', "
+            "or float32"
+        )
+    if b.opset >= GELU_OPSET and not float64:
         return b.op("Gelu", v, approximate=approximate)
     if approximate == "tanh":
         cube = b.op("Mul", b.op("Mul", v, v), v)

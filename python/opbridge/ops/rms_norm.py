@@ -31,19 +31,22 @@ RMS_NORMALIZATION_OPSET = 23
 def standard(b: Builder, x, weight, bias=None, *, eps: float):
     """RMSNormalization from opset 23; before it, the chain
     Pow -> ReduceMean -> Add -> Sqrt -> Div -> Mul that ONNX Runtime fuses
-    into its SimplifiedLayerNormalization kernel."""
-    if b.opset >= RMS_NORMALIZATION_OPSET:
-        # stash_type: accumulate in the input's precision for float64 (ONNX's
-        # default, float32, would lose digits there).
-        stash = 11 if b.float_dtype(x) == "float64" else 1
-        y = b.op("RMSNormalization", x, weight, axis=-1, epsilon=float(eps), stash_type=stash)
+    into its SimplifiedLayerNormalization kernel. float64 takes the chain at
+    every opset, with Mul(x, x) for Pow: RMSNormalization's epsilon is a
+    float32 attribute, and ONNX Runtime's fusion replaces a float64 epsilon by
+    1e-5."""
+    # weight has x's dtype and, unlike an intermediate x, a known one.
+    fusable = b.float_dtype(weight) in ("float32", "float16", "bfloat16")
+    if fusable and b.opset >= RMS_NORMALIZATION_OPSET:
+        y = b.op("RMSNormalization", x, weight, axis=-1, epsilon=float(eps), stash_type=1)
     else:
-        squared = b.op("Pow", x, b.constant(2.0, like=x))
+        # ONNX Runtime's fusion starts at Pow; it does not match Mul(x, x).
+        squared = b.op("Pow", x, b.constant(2.0, like=weight)) if fusable else b.op("Mul", x, x)
         if b.opset >= 18:
             mean = b.op("ReduceMean", squared, b.ints([-1]), keepdims=1)
         else:
             mean = b.op("ReduceMean", squared, axes=[-1], keepdims=1)
-        rms = b.op("Sqrt", b.op("Add", mean, b.constant(eps, like=x)))
+        rms = b.op("Sqrt", b.op("Add", mean, b.constant(eps, like=weight)))
         y = b.op("Mul", b.op("Div", x, rms), weight)
     if bias is not None:
         y = b.op("Add", y, bias)

@@ -1,0 +1,58 @@
+"""./dev checks the installed versions against requirements.txt on every run
+(scripts/check_pins.py), not only when requirements.txt changes."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).parents[1]
+_spec = importlib.util.spec_from_file_location("check_pins", ROOT / "scripts" / "check_pins.py")
+check_pins = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(check_pins)
+
+
+def test_reads_exact_pins_only():
+    text = (
+        "# pins\ntorch==2.13.0\n\nJinja2 == 3.1.6  # templating\nloose>=1\n"
+        "onnx==1.23.1 ; python_version>'3'\n"
+    )
+    assert check_pins.read_pins(text) == {"torch": "2.13.0", "Jinja2": "3.1.6", "onnx": "1.23.1"}
+
+
+def test_names_what_drifted():
+    pins = {"torch": "2.13.0", "onnx": "1.23.1", "numpy": "2.4.6"}
+    installed = {"torch": "2.12.0", "onnx": "1.23.1"}
+    assert check_pins.drift(pins, installed.get) == [
+        "torch: installed 2.12.0, pinned 2.13.0",
+        "numpy: not installed, pinned 2.4.6",
+    ]
+
+
+def test_local_version_label_satisfies_a_plain_pin():
+    assert check_pins.drift({"torch": "2.13.0"}, {"torch": "2.13.0+cpu"}.get) == []
+    assert check_pins.drift({"torch": "2.13.0+cpu"}, {"torch": "2.13.0"}.get) == [
+        "torch: installed 2.13.0, pinned 2.13.0+cpu"
+    ]
+
+
+def test_this_environment_matches_requirements():
+    # What ./dev runs before every command; it exits 1 and lists the drift otherwise.
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "check_pins.py"), str(ROOT / "requirements.txt")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert result.stdout == ""
+
+
+def test_dev_checks_installed_versions_on_every_run():
+    dev = (ROOT / "dev").read_text()
+    setup_venv = dev[dev.index("setup_venv() {") :]
+    setup_venv = setup_venv[: setup_venv.index("\n}\n")]
+    assert "scripts/check_pins.py requirements.txt" in setup_venv
+    assert "stamp_ok" not in setup_venv
