@@ -5,16 +5,15 @@ host (examples/cpp/run_model.cpp)."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
 
+from user_project import PYTHON, installed, passes_its_tests_and_verifies, run
+
 ROOT = Path(__file__).parents[1]
 EXAMPLE = ROOT / "examples" / "fused_norm"
 BUILD_DIR = Path(os.environ.get("OPBRIDGE_BUILD_DIR", ROOT / "build" / "py"))
-PYTHON = sys.executable
 
 EXPORT = """
 import sys, numpy as np, torch, opbridge
@@ -31,35 +30,13 @@ print(" ".join(map(str, x.shape)))
 """
 
 
-def _run(*command, cwd=None):
-    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    return result.stdout
-
-
 def test_fused_norm_example_builds_tests_exports_verifies_and_runs_in_cpp(tmp_path):
-    _run(
-        PYTHON,
-        "-m",
-        "pip",
-        "install",
-        "-q",
-        "--no-build-isolation",
-        "--no-deps",
-        "-e",
-        str(EXAMPLE),
-    )
-    try:
-        _run(PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", cwd=EXAMPLE)
-        for route in ("custom", "standard"):
-            out = _run(
-                PYTHON, "-m", "opbridge", "verify", f"{EXAMPLE}/example.py:make", "--route", route
-            )
-            assert "PASS" in out, out
-        library, shape = _run(PYTHON, "-c", EXPORT, str(EXAMPLE), str(tmp_path)).split("\n")[-3:-1]
+    with installed(EXAMPLE, "my_fused_ops"):
+        passes_its_tests_and_verifies(EXAMPLE, EXAMPLE / "example.py")
+        library, shape = run(PYTHON, "-c", EXPORT, str(EXAMPLE), str(tmp_path)).split("\n")[-3:-1]
         runner = BUILD_DIR / "opbridge_ort_runner"
         assert runner.is_file(), f"{runner} is not built; run ./dev setup"
-        _run(
+        run(
             str(runner),
             str(tmp_path / "model.onnx"),
             library,
@@ -70,5 +47,3 @@ def test_fused_norm_example_builds_tests_exports_verifies_and_runs_in_cpp(tmp_pa
         got = np.fromfile(tmp_path / "out.bin", dtype=np.float32)
         expected = np.fromfile(tmp_path / "expected.bin", dtype=np.float32)
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
-    finally:
-        subprocess.run([PYTHON, "-m", "pip", "uninstall", "-q", "-y", "my_fused_ops"], check=False)

@@ -4,8 +4,6 @@ both routes, ONNX Runtime sessions, verify, the JIT build and the scaffold."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,7 @@ import opbridge
 from opbridge import scaffold
 from opbridge.__main__ import main
 
-PYTHON = sys.executable
+from user_project import installed, passes_its_tests_and_verifies
 
 
 def test_backward_schema_is_generated_from_the_spec():
@@ -86,12 +84,6 @@ def test_scaffold_refuses_bad_names(tmp_path):
     assert main(["new-op", str(tmp_path / "taken"), "--name", "soft_cap"]) == 2
 
 
-def _run(*command, cwd=None):
-    result = subprocess.run(command, cwd=cwd, capture_output=True, text=True)
-    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    return result.stdout
-
-
 def test_jit_build_is_cached_by_content(tmp_path, monkeypatch):
     sources = tmp_path / "src"
     for relative, text in scaffold.files("soft_cap", "jit_ops", "com.example.jit").items():
@@ -126,23 +118,5 @@ def test_jit_build_is_cached_by_content(tmp_path, monkeypatch):
 def test_scaffold_project_builds_passes_its_tests_and_verifies(tmp_path):
     project = tmp_path / "soft_cap_project"
     assert main(["new-op", str(project), "--name", "soft_cap"]) == 0
-    _run(
-        PYTHON,
-        "-m",
-        "pip",
-        "install",
-        "-q",
-        "--no-build-isolation",
-        "--no-deps",
-        "-e",
-        str(project),
-    )
-    try:
-        _run(PYTHON, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests", cwd=project)
-        for route in ("custom", "standard"):
-            out = _run(
-                PYTHON, "-m", "opbridge", "verify", f"{project}/example.py:make", "--route", route
-            )
-            assert "PASS" in out, out
-    finally:
-        subprocess.run([PYTHON, "-m", "pip", "uninstall", "-q", "-y", "soft_cap_ops"], check=False)
+    with installed(project, "soft_cap_ops"):
+        passes_its_tests_and_verifies(project, project / "example.py")
