@@ -104,6 +104,38 @@ def test_jit_build_is_cached_by_content(tmp_path, monkeypatch):
     x = torch.randn(3, 5, dtype=torch.float64)
     torch.testing.assert_close(torch.ops.jit_ops.soft_cap(x, 2.0), 2.0 * torch.tanh(x / 2.0))
 
+    # The library takes part in export and sessions like opbridge's own.
+    class Model(torch.nn.Module):
+        def forward(self, x):
+            return opbridge.rms_norm(torch.ops.jit_ops.soft_cap(x, 2.0), torch.ones(5))
+
+    x32 = torch.randn(3, 5)
+    proto = opbridge.onnx.export(Model(), (x32,), route="custom")
+    assert {(n.domain, n.op_type) for n in proto.graph.node} == {
+        ("com.example.jit", "SoftCap"),
+        ("opbridge", "RmsNorm"),
+    }
+    metadata = {p.key: p.value for p in proto.metadata_props}
+    assert metadata["opbridge.domain_version.com.example.jit"] == "1"
+    session = opbridge.ort.InferenceSession(proto)
+    (got,) = session.run(None, {session.get_inputs()[0].name: x32.numpy()})
+    torch.testing.assert_close(torch.from_numpy(got), Model()(x32), atol=1e-5, rtol=1e-5)
+    newer = type(proto)()
+    newer.CopyFrom(proto)
+    for imp in newer.opset_import:
+        if imp.domain == "com.example.jit":
+            imp.version = 2
+    with pytest.raises(RuntimeError, match=r"needs ONNX domain 'com.example.jit' version 2"):
+        opbridge.ort.InferenceSession(newer)
+    unknown = type(proto)()
+    unknown.CopyFrom(proto)
+    for node in unknown.graph.node:
+        if node.domain == "com.example.jit":
+            node.domain = "com.example.missing"
+    unknown.opset_import.add(domain="com.example.missing", version=1)
+    with pytest.raises(RuntimeError, match=r"domain 'com.example.missing'.*load_library"):
+        opbridge.ort.InferenceSession(unknown)
+
     def no_build(*_args, **_kwargs):
         raise AssertionError("the cached build was rebuilt")
 

@@ -39,6 +39,9 @@ def _load():
 _C = _load()
 
 VERSION: str = _C.__version__
+# Exported models record the version of every library domain they use under
+# this prefix + the domain ("opbridge.domain_version.com.example.myops").
+METADATA_DOMAIN_VERSION_PREFIX = "opbridge.domain_version."
 ONNX_DOMAIN: str = _C.ONNX_DOMAIN
 ONNX_DOMAIN_VERSION: int = _C.ONNX_DOMAIN_VERSION
 
@@ -196,15 +199,6 @@ def library_for_namespace(namespace: str) -> Library | None:
 def specs() -> dict[str, dict]:
     """Every built-in operator's spec (from the C++ definition), keyed by op name."""
     return BUILTIN.specs()
-
-
-def all_specs() -> dict[str, dict]:
-    """Every loaded library's specs, keyed by ``<namespace>::<name>``."""
-    return {
-        f"{lib.torch_namespace}::{name}": spec
-        for lib in libraries()
-        for name, spec in lib.specs().items()
-    }
 
 
 def native_dir() -> Path:

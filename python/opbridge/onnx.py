@@ -24,6 +24,7 @@ import torch
 
 from opbridge._library import (
     BUILTIN,
+    METADATA_DOMAIN_VERSION_PREFIX,
     ONNX_DOMAIN_VERSION,
     VERSION,
     Library,
@@ -60,8 +61,6 @@ class ExportError(ValueError):
 METADATA_VERSION_KEY = "opbridge.version"
 METADATA_DOMAIN_VERSION_KEY = "opbridge.domain_version"
 METADATA_ROUTE_KEY = "opbridge.route"
-# Per custom domain used by the model: "opbridge.domain_version.<domain>".
-METADATA_DOMAIN_VERSION_PREFIX = "opbridge.domain_version."
 
 # Standard-route decompositions registered for operators of user libraries,
 # keyed by "<namespace>::<name>".

@@ -8,6 +8,7 @@ from typing import Any
 
 from opbridge._library import (
     BUILTIN,
+    METADATA_DOMAIN_VERSION_PREFIX,
     ONNX_DOMAIN,
     ONNX_DOMAIN_VERSION,
     VERSION,
@@ -17,7 +18,6 @@ from opbridge._library import (
 )
 
 LIBRARY_NAME = "libopbridge_ort.so"
-METADATA_DOMAIN_VERSION_PREFIX = "opbridge.domain_version."
 # Domains ONNX Runtime implements itself (and the exporters' function domains).
 _RUNTIME_DOMAINS = {"", "ai.onnx", "ai.onnx.ml", "ai.onnx.training", "ai.onnx.preview.training"}
 _RUNTIME_DOMAIN_PREFIXES = ("com.microsoft", "com.ms.", "pkg.")
