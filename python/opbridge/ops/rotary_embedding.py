@@ -54,8 +54,10 @@ def standard(b: Builder, x, cos, sin, *, interleaved: int):
         axis = b.ints([4])
         first = b.op("Slice", pairs, b.ints([0]), b.ints([1]), axis)
         second = b.op("Slice", pairs, b.ints([1]), b.ints([2]), axis)
-        c = b.op("Unsqueeze", cos, b.ints([-3, -1]))
-        s = b.op("Unsqueeze", sin, b.ints([-3, -1]))
+        # One negative axis per Unsqueeze: the legacy exporter's constant
+        # folding misplaces several negative axes in one node.
+        c = b.op("Unsqueeze", b.op("Unsqueeze", cos, b.ints([-2])), b.ints([-1]))
+        s = b.op("Unsqueeze", b.op("Unsqueeze", sin, b.ints([-2])), b.ints([-1]))
         new_first = b.op("Sub", b.op("Mul", first, c), b.op("Mul", second, s))
         new_second = b.op("Add", b.op("Mul", second, c), b.op("Mul", first, s))
         merged = b.op("Concat", new_first, new_second, axis=4)
