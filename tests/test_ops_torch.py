@@ -273,6 +273,35 @@ BAD_INPUTS = [
         r"argument 'sin' must have the shape of cos \[5, 4\], got shape \[5, 2\]",
     ),
     (
+        "rotary per-batch batch",
+        lambda: opbridge.rotary_embedding(
+            torch.randn(2, 5, 3, 8), torch.ones(3, 5, 4), torch.ones(3, 5, 4)
+        ),
+        r"argument 'cos' must have batch = 2 \(dimension 0 of x \[2, 5, 3, 8\]\) or 1 when 3-D "
+        r"\[batch, seq, rotary_dim / 2\], got shape \[3, 5, 4\]",
+    ),
+    (
+        "rotary per-batch seq",
+        lambda: opbridge.rotary_embedding(
+            torch.randn(2, 5, 3, 8), torch.ones(2, 6, 4), torch.ones(2, 6, 4)
+        ),
+        r"argument 'cos' must have seq = 5 rows \(dimension 1 of x \[2, 5, 3, 8\]\), "
+        r"got shape \[2, 6, 4\]",
+    ),
+    (
+        "rotary per-batch sin rank",
+        lambda: opbridge.rotary_embedding(
+            torch.randn(2, 5, 3, 8), torch.ones(2, 5, 4), torch.ones(5, 4)
+        ),
+        r"argument 'sin' must have the shape of cos \[2, 5, 4\], got shape \[5, 4\]",
+    ),
+    (
+        "rotary table rank",
+        lambda: opbridge.rotary_embedding(torch.randn(2, 5, 3, 8), torch.ones(4), torch.ones(4)),
+        r"argument 'cos' must be 2-D \[seq, rotary_dim / 2\] or 3-D \[batch, seq, "
+        r"rotary_dim / 2\], got 1-D shape \[4\]",
+    ),
+    (
         "normalize_image channels",
         lambda: opbridge.normalize_image(
             torch.zeros(1, 4, 4, 3, dtype=torch.uint8), [0.5, 0.5], [0.5, 0.5]

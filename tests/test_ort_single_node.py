@@ -285,6 +285,33 @@ F = TensorProto.FLOAT
             r"argument 'sin' must have the shape of cos \[5, 4\], got shape \[5, 2\]",
         ),
         (
+            "RotaryEmbedding",
+            [("x", F, [2, 5, 3, 8]), ("c", F, [3, 5, 4]), ("s", F, [3, 5, 4])],
+            {"interleaved": 0},
+            r"argument 'cos' must have batch = 2 \(dimension 0 of x \[2, 5, 3, 8\]\) or 1 when 3-D "
+            r"\[batch, seq, rotary_dim / 2\], got shape \[3, 5, 4\]",
+        ),
+        (
+            "RotaryEmbedding",
+            [("x", F, [2, 5, 3, 8]), ("c", F, [2, 4, 4]), ("s", F, [2, 4, 4])],
+            {"interleaved": 0},
+            r"argument 'cos' must have seq = 5 rows \(dimension 1 of x \[2, 5, 3, 8\]\), got shape "
+            r"\[2, 4, 4\]",
+        ),
+        (
+            "RotaryEmbedding",
+            [("x", F, [2, 5, 3, 8]), ("c", F, [2, 5, 4]), ("s", F, [5, 4])],
+            {"interleaved": 1},
+            r"argument 'sin' must have the shape of cos \[2, 5, 4\], got shape \[5, 4\]",
+        ),
+        (
+            "RotaryEmbedding",
+            [("x", F, [2, 5, 3, 8]), ("c", F, [1, 2, 5, 4]), ("s", F, [1, 2, 5, 4])],
+            {"interleaved": 0},
+            r"argument 'cos' must be 2-D \[seq, rotary_dim / 2\] or 3-D "
+            r"\[batch, seq, rotary_dim / 2\], got 4-D",
+        ),
+        (
             "NormalizeImage",
             [("image", TensorProto.UINT8, [1, 4, 4, 3])],
             {"mean": [0.5, 0.5], "std": [0.5, 0.5], "channels_last_in": 1},
@@ -332,6 +359,47 @@ def test_rotary_mismatch_known_only_at_run_time():
         run(model, [x, np.ones((6, 4), np.float32), np.ones((6, 4), np.float32)])
     (got,) = run(model, [x, np.ones((5, 4), np.float32), np.zeros((5, 4), np.float32)])
     np.testing.assert_array_equal(got, x)
+
+
+def test_rotary_per_batch_tables_with_symbolic_dims():
+    """3-D cos/sin [batch, seq, half] (positions per row of a left-padded
+    batch): the output shape is inferred, each row equals the 2-D call on
+    that row, a batch of 1 broadcasts, and a mismatch known only at run time
+    is a clear error."""
+    card = OPS["rotary_embedding"]
+    model = single_node_model(
+        "RotaryEmbedding",
+        [("x", F, ["b", "s", 2, 8]), ("c", F, ["cb", "s", 4]), ("s", F, ["cb", "s", 4])],
+        {"interleaved": 0},
+    )
+    out = session(model).get_outputs()[0]
+    assert out.shape == ["b", "s", 2, 8] and out.type == "tensor(float)"
+    module = opbridge.ops.builtin_module("rotary_embedding")
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((3, 6, 2, 8)).astype(np.float32)
+    cos, sin = module.left_padded_tables((0, 2, 5), 6, 4)
+    (got,) = run(model, [x, cos.numpy(), sin.numpy()])
+    for row in range(3):
+        (want,) = run(
+            single_node_model(
+                "RotaryEmbedding",
+                [("x", F, [1, 6, 2, 8]), ("c", F, [6, 4]), ("s", F, [6, 4])],
+                {"interleaved": 0},
+            ),
+            [x[row : row + 1], cos[row].numpy(), sin[row].numpy()],
+        )
+        np.testing.assert_array_equal(got[row : row + 1], want)
+    expected = card.reference(torch.from_numpy(x), cos, sin).numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+    # A batch of 1 broadcasts over x's batch.
+    (got,) = run(model, [x, cos[:1].numpy(), sin[:1].numpy()])
+    np.testing.assert_allclose(
+        got, card.reference(torch.from_numpy(x), cos[:1], sin[:1]).numpy(), rtol=1e-5, atol=1e-5
+    )
+    with pytest.raises(
+        Exception, match=r"argument 'cos' must have batch = 3 .* got shape \[2, 6, 4\]"
+    ):
+        run(model, [x, cos[:2].numpy(), sin[:2].numpy()])
 
 
 def test_normalize_image_output_shape_is_inferred():

@@ -27,9 +27,10 @@ void RotateRows(const T* x, const T* cos, const T* sin, T* y, const RotaryDims& 
   const RotaryDims dims = d;
   parallel_for(rows, RowGrain(row_size), [=](int64_t begin, int64_t end) {
     for (int64_t r = begin; r < end; ++r) {
-      const int64_t s = r % dims.seq;
-      const T* c = cos + s * dims.half;
-      const T* sn = sin + s * dims.half;
+      // Row r = n * seq + s of x uses table row s, or r itself per batch row.
+      const int64_t t = dims.table_batch == 1 ? r % dims.seq : r;
+      const T* c = cos + t * dims.half;
+      const T* sn = sin + t * dims.half;
       for (int64_t h = 0; h < dims.heads; ++h) {
         const T* xh = x + (r * dims.heads + h) * dims.head_dim;
         T* yh = y + (r * dims.heads + h) * dims.head_dim;
@@ -74,14 +75,20 @@ void RotaryEmbeddingBackward(const T* grad_y, const T* x, const T* cos, const T*
   if (grad_cos == nullptr || grad_sin == nullptr || dims.seq <= 0 || dims.half <= 0) return;
   const PairIndex index{dims.half, attrs.interleaved};
   const RotaryDims d = dims;
-  parallel_for(d.seq, 1, [=](int64_t begin, int64_t end) {
-    for (int64_t s = begin; s < end; ++s) {
-      T* gc = grad_cos + s * d.half;
-      T* gs = grad_sin + s * d.half;
+  // Table row t is [n, s] per batch row (summed over heads only) or s when
+  // shared (summed over every batch row n as well).
+  const bool shared = d.table_batch == 1;
+  parallel_for(d.table_batch * d.seq, 1, [=](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t s = t % d.seq;
+      const int64_t first_b = shared ? 0 : t / d.seq;
+      const int64_t end_b = shared ? d.batch : first_b + 1;
+      T* gc = grad_cos + t * d.half;
+      T* gs = grad_sin + t * d.half;
       for (int64_t i = 0; i < d.half; ++i) {
         double sum_cos = 0.0;
         double sum_sin = 0.0;
-        for (int64_t b = 0; b < d.batch; ++b) {
+        for (int64_t b = first_b; b < end_b; ++b) {
           for (int64_t h = 0; h < d.heads; ++h) {
             const int64_t offset = ((b * d.seq + s) * d.heads + h) * d.head_dim;
             const double xa = static_cast<double>(x[offset + index.first(i)]);
@@ -109,7 +116,9 @@ OPBRIDGE_INSTANTIATE(double)
 #undef OPBRIDGE_INSTANTIATE
 
 RotaryDims RotaryDimsOf(const Shape& x, const Shape& cos) {
-  return RotaryDims{x[0], x[1], x[2], x[3], cos[1]};
+  // cos is [seq, half] or [table_batch, seq, half] with table_batch 1 or x's batch.
+  const int64_t table_batch = cos.size() == 3 ? cos[0] : 1;
+  return RotaryDims{x[0], x[1], x[2], x[3], cos.back(), table_batch};
 }
 
 Status LaunchRotaryEmbedding(const KernelArgs& args) {

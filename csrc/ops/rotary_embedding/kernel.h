@@ -1,6 +1,8 @@
 // Framework-free rotary_embedding kernels. x and y are contiguous
-// [batch, seq, heads, head_dim]; cos and sin are contiguous [seq, half],
-// rotary_dim = 2 * half <= head_dim.
+// [batch, seq, heads, head_dim]; cos and sin are contiguous
+// [table_batch, seq, half] with table_batch 1 (one table shared by the batch:
+// a 2-D [seq, half] or a 3-D [1, seq, half] input) or batch (one table per
+// batch row); rotary_dim = 2 * half <= head_dim.
 #pragma once
 
 #include <cstdint>
@@ -15,7 +17,8 @@ struct RotaryDims {
   int64_t seq;
   int64_t heads;
   int64_t head_dim;
-  int64_t half;  // rotary_dim / 2: the columns of cos and sin
+  int64_t half;             // rotary_dim / 2: the columns of cos and sin
+  int64_t table_batch = 1;  // 1 (tables shared by the batch) or batch (per row)
 };
 
 struct RotaryAttrs {
@@ -25,16 +28,18 @@ struct RotaryAttrs {
 // Dims from x's and cos's shapes (checked by InferRotaryEmbedding).
 RotaryDims RotaryDimsOf(const Shape& x, const Shape& cos);
 
-// For each pair (a, b) at position s and frequency i:
-//   a' = a cos[s, i] - b sin[s, i],  b' = b cos[s, i] + a sin[s, i];
+// For each pair (a, b) of batch row n at position s and frequency i
+// (t = n when table_batch == batch, else 0):
+//   a' = a cos[t, s, i] - b sin[t, s, i],  b' = b cos[t, s, i] + a sin[t, s, i];
 // dims past rotary_dim are copied.
 template <typename T>
 void RotaryEmbeddingForward(const T* x, const T* cos, const T* sin, T* y, const RotaryDims& dims,
                             const RotaryAttrs& attrs, const ParallelFor& parallel_for);
 
 // grad_x is the inverse rotation of grad_y. When grad_cos and grad_sin are
-// not null (both [seq, half]) they receive sum over batch and heads of
-// grad_a a + grad_b b and grad_b a - grad_a b; each position is reduced by
+// not null (both [table_batch, seq, half], like cos and sin) they receive
+// the sum over heads (and over batch when table_batch is 1) of
+// grad_a a + grad_b b and grad_b a - grad_a b; each table row is reduced by
 // one task in a fixed order, so results do not depend on the parallelism.
 template <typename T>
 void RotaryEmbeddingBackward(const T* grad_y, const T* x, const T* cos, const T* sin, T* grad_x, T* grad_cos,

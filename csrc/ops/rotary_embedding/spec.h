@@ -14,7 +14,10 @@ Status LaunchRotaryEmbeddingBackward(const KernelArgs& args);
 inline const OpSpec kRotaryEmbeddingSpec{
     "rotary_embedding",
     "RotaryEmbedding",
-    "Rotary position embedding of x [batch, seq, heads, head_dim] by cos/sin [seq, rotary_dim / 2]: pairs "
+    "Rotary position embedding of x [batch, seq, heads, head_dim] by cos/sin [seq, rotary_dim / 2] (shared "
+    "by "
+    "the batch) or [batch, seq, rotary_dim / 2] (per batch row, e.g. from position ids; batch 1 broadcasts): "
+    "pairs "
     "(i, i + rotary_dim / 2) (GPT-NeoX / LLaMA) or, interleaved, (2i, 2i + 1) (GPT-J) are rotated; dims past "
     "rotary_dim (partial rotary) pass through.",
     {{"x", false}, {"cos", false}, {"sin", false}},
@@ -24,7 +27,8 @@ inline const OpSpec kRotaryEmbeddingSpec{
     LaunchRotaryEmbedding,
     nullptr,
     // cos and sin are usually fixed tables: their gradients (a reduction
-    // over batch and heads) are computed only when asked for.
+    // over heads, and over batch for a shared table) are computed only when
+    // asked for; they have cos's and sin's shapes.
     {{{"grad_y", TensorSource::kGradOutput, 0, 1},
       {"x", TensorSource::kInput, 0},
       {"cos", TensorSource::kInput, 1},

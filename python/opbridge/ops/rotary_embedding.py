@@ -18,7 +18,12 @@ def rotary_embedding(
     Layout: ``x`` is ``[batch, seq, heads, head_dim]`` (transpose a
     ``[batch, heads, seq, head_dim]`` tensor first) with an even ``head_dim``;
     ``cos`` and ``sin`` are ``[seq, rotary_dim // 2]``, one row per position of
-    ``x`` (slice a longer cache to ``seq``). ``interleaved=False`` pairs
+    ``x`` shared by the batch (slice a longer cache to ``seq``), or
+    ``[batch, seq, rotary_dim // 2]``, one table per batch row for positions
+    that differ per row (a left-padded batch; Hugging Face's cos/sin from
+    ``position_ids``, first half of their last dimension); a 3-D table with a
+    batch of 1 broadcasts. ``cos`` and ``sin`` have the same shape.
+    ``interleaved=False`` pairs
     ``(i, i + rotary_dim // 2)`` (GPT-NeoX / LLaMA ``rotate_half``);
     ``interleaved=True`` pairs ``(2i, 2i + 1)`` (GPT-J). When ``rotary_dim <
     head_dim`` (partial rotary) the last ``head_dim - rotary_dim`` dims pass
@@ -32,41 +37,53 @@ _INT64_MAX = 2**63 - 1
 
 def standard(b: Builder, x, cos, sin, *, interleaved: int):
     """Slice x into the rotated part and the rest; Mul/Sub/Add with cos and sin
-    (Unsqueezed to broadcast over batch and heads); Concat. Interleaved pairs
-    are reached by a Reshape to [..., rotary_dim / 2, 2]."""
-    half = b.op("Gather", b.op("Shape", cos), b.ints([1]), axis=0)
+    (Unsqueezed to broadcast over heads, and over batch when 2-D); Concat.
+    Interleaved pairs are reached by a Reshape to [..., rotary_dim / 2, 2].
+
+    cos/sin are [seq, half] or [batch, seq, half]: their axes are counted from
+    the end, so one graph serves both ranks (broadcasting lines a 2-D table up
+    with x's seq axis, a 3-D one with x's batch and seq axes)."""
+    half = b.op("Gather", b.op("Shape", cos), b.ints([-1]), axis=0)
     rotary = b.op("Mul", half, b.ints([2]))
     last = b.ints([3])
     rotated = b.op("Slice", x, b.ints([0]), rotary, last)
     rest = b.op("Slice", x, rotary, b.ints([_INT64_MAX]), last)
     if interleaved:
-        # [b, s, h, rotary] -> [b, s, h, half, 2]; cos/sin -> [s, 1, half, 1].
+        # [b, s, h, rotary] -> [b, s, h, half, 2]; cos/sin -> [(b,) s, 1, half, 1].
         pairs = b.op("Reshape", rotated, b.ints([0, 0, 0, -1, 2]))
         axis = b.ints([4])
         first = b.op("Slice", pairs, b.ints([0]), b.ints([1]), axis)
         second = b.op("Slice", pairs, b.ints([1]), b.ints([2]), axis)
-        c = b.op("Unsqueeze", cos, b.ints([1, 3]))
-        s = b.op("Unsqueeze", sin, b.ints([1, 3]))
+        # One negative axis per Unsqueeze: the legacy exporter's constant
+        # folding misplaces several negative axes in one node.
+        c = b.op("Unsqueeze", b.op("Unsqueeze", cos, b.ints([-2])), b.ints([-1]))
+        s = b.op("Unsqueeze", b.op("Unsqueeze", sin, b.ints([-2])), b.ints([-1]))
         new_first = b.op("Sub", b.op("Mul", first, c), b.op("Mul", second, s))
         new_second = b.op("Add", b.op("Mul", second, c), b.op("Mul", first, s))
         merged = b.op("Concat", new_first, new_second, axis=4)
         out = b.op("Reshape", merged, b.ints([0, 0, 0, -1]))
     else:
-        # [b, s, h, half] halves; cos/sin -> [s, 1, half].
+        # [b, s, h, half] halves; cos/sin -> [(b,) s, 1, half].
         first = b.op("Slice", rotated, b.ints([0]), half, last)
         second = b.op("Slice", rotated, half, rotary, last)
-        c = b.op("Unsqueeze", cos, b.ints([1]))
-        s = b.op("Unsqueeze", sin, b.ints([1]))
+        c = b.op("Unsqueeze", cos, b.ints([-2]))
+        s = b.op("Unsqueeze", sin, b.ints([-2]))
         new_first = b.op("Sub", b.op("Mul", first, c), b.op("Mul", second, s))
         new_second = b.op("Add", b.op("Mul", second, c), b.op("Mul", first, s))
         out = b.op("Concat", new_first, new_second, axis=-1)
     return b.op("Concat", out, rest, axis=-1)
 
 
+def _per_head(table):
+    """``[seq, half]`` or ``[batch, seq, half]`` -> broadcastable against
+    ``[batch, seq, heads, half]``."""
+    return table.unsqueeze(-2) if table.dim() == 3 else table[None, :, None, :]
+
+
 def reference(x, cos, sin, interleaved=False):
     half = cos.shape[-1]
     rotated, rest = x[..., : 2 * half], x[..., 2 * half :]
-    c, s = cos[None, :, None, :], sin[None, :, None, :]
+    c, s = _per_head(cos), _per_head(sin)
     if interleaved:
         a, b = rotated[..., 0::2], rotated[..., 1::2]
         out = torch.stack([a * c - b * s, b * c + a * s], dim=-1).flatten(-2)
@@ -89,18 +106,68 @@ def samples(dtype=torch.float32, requires_grad=False, *, large=True, seed=0):
             angles.sin().to(dtype).requires_grad_(requires_grad),
         )
 
+    def row_tables(batch, seq, half):
+        """Per-batch-row tables [batch, seq, half] of independent angles."""
+        angles = torch.rand((batch, seq, half), dtype=torch.float64, generator=g) * 6.3
+        return (
+            angles.cos().to(dtype).requires_grad_(requires_grad),
+            angles.sin().to(dtype).requires_grad_(requires_grad),
+        )
+
     yield Sample((t((1, 1, 1, 2)), *tables(1, 1)), label="one pair")
     yield Sample((t((2, 5, 3, 8)), *tables(5, 4)), label="typical, half-split")
     yield Sample((t((2, 5, 3, 8)), *tables(5, 4), True), label="typical, interleaved")
     yield Sample((t((2, 5, 3, 8)), *tables(5, 2)), label="partial rotary, half-split")
     yield Sample((t((2, 5, 3, 8)), *tables(5, 3), True), label="partial rotary, interleaved")
     yield Sample((t((1, 1, 1, 2)), *tables(1, 1), True), label="1x1, interleaved")
+    yield Sample((t((2, 5, 3, 8)), *row_tables(2, 5, 4)), label="typical, per-batch tables")
+    yield Sample(
+        (t((2, 5, 3, 8)), *row_tables(2, 5, 3), True),
+        label="typical, per-batch tables, partial rotary, interleaved",
+    )
+    yield Sample(
+        (t((3, 6, 2, 8)), *left_padded_tables((0, 2, 5), 6, 4, dtype, requires_grad)),
+        label="typical, left-padded batch (positions per row)",
+    )
+    yield Sample(
+        (t((3, 5, 2, 8)), *row_tables(1, 5, 4)), label="typical, per-batch tables of batch 1"
+    )
+    yield Sample((t((1, 1, 1, 2)), *row_tables(1, 1, 1), True), label="one pair, per-batch tables")
+    # [seq, batch, half] storage seen as [batch, seq, half].
+    c, sn = (
+        table.detach().transpose(0, 1).requires_grad_(requires_grad)
+        for table in row_tables(5, 2, 4)
+    )
+    yield Sample((t((2, 5, 3, 8)), c, sn), label="non-contiguous per-batch tables")
     # [batch, heads, seq, head_dim] storage seen as [batch, seq, heads, head_dim].
     noncontig = t((2, 3, 5, 8)).detach().transpose(1, 2)
     yield Sample((noncontig.requires_grad_(requires_grad), *tables(5, 4)), label="non-contiguous")
     if large:
         yield Sample((t((1, 2, 2, 16384)), *tables(2, 8192)), label="very long head")
         yield Sample((t((64, 64, 2, 4)), *tables(64, 2), True), label="many rows")
+
+
+def position_ids(pads, seq):
+    """Hugging Face's position ids of a left-padded batch: row ``r`` starts
+    with ``pads[r]`` padding tokens; real tokens count from 0, padding gets 1
+    (``cumsum(mask) - 1``, then ``masked_fill(mask == 0, 1)``)."""
+    mask = torch.ones((len(pads), seq), dtype=torch.int64)
+    for row, pad in enumerate(pads):
+        mask[row, :pad] = 0
+    return (mask.cumsum(-1) - 1).masked_fill(mask == 0, 1)
+
+
+def tables_from_positions(positions, half, dtype, base=10000.0):
+    """cos/sin ``[batch, seq, half]`` of ``positions`` ``[batch, seq]``:
+    angle ``position * base ** (-i / half)``."""
+    inv_freq = base ** (-torch.arange(half, dtype=torch.float64) / half)
+    angles = positions.to(torch.float64)[..., None] * inv_freq
+    return angles.cos().to(dtype), angles.sin().to(dtype)
+
+
+def left_padded_tables(pads, seq, half, dtype=torch.float32, requires_grad=False):
+    cos, sin = tables_from_positions(position_ids(pads, seq), half, dtype)
+    return cos.requires_grad_(requires_grad), sin.requires_grad_(requires_grad)
 
 
 BENCH_HEAD_DIM = 128
@@ -124,7 +191,7 @@ def composite(x, cos, sin, interleaved=False):
         return reference(x, cos, sin, interleaved)
     half = x.shape[-1] // 2
     x1, x2 = x[..., :half], x[..., half:]
-    c, s = cos[None, :, None, :], sin[None, :, None, :]
+    c, s = _per_head(cos), _per_head(sin)
     return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)
 
 
