@@ -33,8 +33,8 @@ def _rotate_half(x):
 
 
 def _hf_apply(q, k, cos, sin):
-    """Hugging Face's apply_rotary_pos_emb for q/k in [b, s, heads, d]
-    (unsqueeze_dim=2)."""
+    """The rotate-half formula as Hugging Face models apply it, written from
+    its definition: q/k in [b, s, heads, d], cos/sin [b, s, d] per row."""
     cos, sin = cos.unsqueeze(2), sin.unsqueeze(2)
     return q * cos + _rotate_half(q) * sin, k * cos + _rotate_half(k) * sin
 
