@@ -1,0 +1,102 @@
+"""Call overhead of opbridge's PyTorch ops on a small input (1x4096, no
+gradient), compared side by side between builds — e.g. a checkout of an
+earlier release and this one — each given as its environment's Python:
+
+    python benchmarks/call_overhead.py --python OLD/.venv/bin/python --python .venv/bin/python
+
+Two measures per build and op: wall-clock microseconds per call (median of
+rounds, the builds interleaved) and, with --callgrind, instructions per call
+counted by valgrind (repeatable on a busy machine). Ratios are against the
+first build.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import statistics
+import subprocess
+import tempfile
+from pathlib import Path
+
+CALLS = {
+    "rms_norm": "opbridge.rms_norm(x, w, None, 1e-6)",
+    "scaled_clamp": "opbridge.scaled_clamp(x, 0.5, 0.0, 6.0)",
+}
+
+TIMER = """
+import sys, time, statistics, torch, opbridge
+torch.set_num_threads({threads})
+x = torch.randn(1, 4096); w = torch.randn(4096)
+f = lambda: {call}
+for _ in range(2000): f()
+rounds = []
+for _ in range({rounds}):
+    start = time.perf_counter()
+    for _ in range({calls}): f()
+    rounds.append((time.perf_counter() - start) / {calls} * 1e6)
+print(statistics.median(rounds))
+"""
+
+COUNTED = """
+import sys, torch, opbridge
+torch.set_num_threads(1)
+x = torch.randn(1, 4096); w = torch.randn(4096)
+for _ in range(10 + int(sys.argv[1])): {call}
+"""
+
+
+def wall_us(python: str, call: str, threads: int, calls: int, rounds: int) -> float:
+    code = TIMER.format(threads=threads, call=call, calls=calls, rounds=rounds)
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def instructions_per_call(python: str, call: str, calls: int) -> float:
+    counts = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for n in (0, calls):
+            result = subprocess.run(
+                [
+                    "valgrind",
+                    "--tool=callgrind",
+                    f"--callgrind-out-file={Path(tmp) / 'out'}",
+                    python,
+                    "-c",
+                    COUNTED.format(call=call),
+                    str(n),
+                ],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+            counts.append(int(re.search(r"Collected : (\d+)", result.stderr).group(1)))
+    return (counts[1] - counts[0]) / calls
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--python", action="append", required=True, help="a build's Python")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--calls", type=int, default=20000)
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=3, help="interleaved repeats per build")
+    parser.add_argument("--callgrind", action="store_true", help="also count instructions")
+    args = parser.parse_args()
+    for op, call in CALLS.items():
+        times = {p: [] for p in args.python}
+        for _ in range(args.repeats):
+            for python in args.python:
+                times[python].append(wall_us(python, call, args.threads, args.calls, args.rounds))
+        base = statistics.median(times[args.python[0]])
+        for python in args.python:
+            median = statistics.median(times[python])
+            line = f"{op:13s} {python}: {median:7.2f} us/call ({median / base:.2f}x)"
+            if args.callgrind:
+                line += f", {instructions_per_call(python, call, 3000):,.0f} instructions/call"
+            print(line)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
