@@ -55,14 +55,13 @@ TEST(RotaryEmbeddingKernel, ForwardMatchesReferenceBothLayoutsAndPartial) {
   }
 }
 
-TEST(RotaryEmbeddingKernel, BackwardIsTheAdjoint) {
-  // <grad_y, J dx> == <J^T grad_y, dx> for the linear map in x, and the cos /
-  // sin gradients match finite differences.
-  const RotaryDims d{2, 3, 2, 6, 2};
-  const int64_t n = d.batch * d.seq * d.heads * d.head_dim, m = d.seq * d.half;
+// <grad_y, J dx> == <J^T grad_y, dx> for the linear map in x, and the cos /
+// sin gradients (shared or per-batch tables) match finite differences.
+void ExpectBackwardMatchesFiniteDifferences(const RotaryDims& d, uint32_t seed) {
+  const int64_t n = d.batch * d.seq * d.heads * d.head_dim, m = d.table_batch * d.seq * d.half;
   for (bool interleaved : {false, true}) {
-    const auto x = Random<double>(n, 4), c = Random<double>(m, 5), s = Random<double>(m, 6);
-    const auto g = Random<double>(n, 7);
+    const auto x = Random<double>(n, seed), c = Random<double>(m, seed + 1), s = Random<double>(m, seed + 2);
+    const auto g = Random<double>(n, seed + 3);
     std::vector<double> gx(n), gc(m), gs(m);
     RotaryEmbeddingBackward<double>(g.data(), x.data(), c.data(), s.data(), gx.data(), gc.data(), gs.data(),
                                     d, RotaryAttrs{interleaved}, SerialFor);
@@ -92,6 +91,10 @@ TEST(RotaryEmbeddingKernel, BackwardIsTheAdjoint) {
       EXPECT_NEAR(gs[i], (loss(x, c, sp) - loss(x, c, sm)) / (2 * h), 1e-7) << "grad_sin " << i;
     }
   }
+}
+
+TEST(RotaryEmbeddingKernel, BackwardIsTheAdjoint) {
+  ExpectBackwardMatchesFiniteDifferences({2, 3, 2, 6, 2}, 4);
 }
 
 TEST(RotaryEmbeddingKernel, ForwardPerBatchTablesBothLayoutsAndPartial) {
@@ -118,40 +121,7 @@ TEST(RotaryEmbeddingKernel, ForwardPerBatchTablesBothLayoutsAndPartial) {
 }
 
 TEST(RotaryEmbeddingKernel, BackwardPerBatchTablesMatchesFiniteDifferences) {
-  const RotaryDims d{2, 3, 2, 6, 2, 2};
-  const int64_t n = d.batch * d.seq * d.heads * d.head_dim, m = d.batch * d.seq * d.half;
-  for (bool interleaved : {false, true}) {
-    const auto x = Random<double>(n, 14), c = Random<double>(m, 15), s = Random<double>(m, 16);
-    const auto g = Random<double>(n, 17);
-    std::vector<double> gx(n), gc(m), gs(m);
-    RotaryEmbeddingBackward<double>(g.data(), x.data(), c.data(), s.data(), gx.data(), gc.data(), gs.data(),
-                                    d, RotaryAttrs{interleaved}, SerialFor);
-    auto loss = [&](const std::vector<double>& xs, const std::vector<double>& cs,
-                    const std::vector<double>& ss) {
-      std::vector<double> y(n);
-      RotaryEmbeddingForward<double>(xs.data(), cs.data(), ss.data(), y.data(), d, RotaryAttrs{interleaved},
-                                     SerialFor);
-      double total = 0.0;
-      for (int64_t i = 0; i < n; ++i) total += g[i] * y[i];
-      return total;
-    };
-    const double h = 1e-6;
-    for (int64_t i = 0; i < n; ++i) {
-      auto xp = x, xm = x;
-      xp[i] += h;
-      xm[i] -= h;
-      EXPECT_NEAR(gx[i], (loss(xp, c, s) - loss(xm, c, s)) / (2 * h), 1e-7) << "grad_x " << i;
-    }
-    for (int64_t i = 0; i < m; ++i) {
-      auto cp = c, cm = c, sp = s, sm = s;
-      cp[i] += h;
-      cm[i] -= h;
-      sp[i] += h;
-      sm[i] -= h;
-      EXPECT_NEAR(gc[i], (loss(x, cp, s) - loss(x, cm, s)) / (2 * h), 1e-7) << "grad_cos " << i;
-      EXPECT_NEAR(gs[i], (loss(x, c, sp) - loss(x, c, sm)) / (2 * h), 1e-7) << "grad_sin " << i;
-    }
-  }
+  ExpectBackwardMatchesFiniteDifferences({2, 3, 2, 6, 2, 2}, 14);
 }
 
 TEST(RotaryEmbeddingKernel, BackwardDoesNotDependOnTheParallelism) {
