@@ -408,3 +408,27 @@ def test_every_card_exports_by_both_routes(name, exporter, opset, route):
             np.testing.assert_allclose(
                 got, want.numpy(), rtol=1e-5, atol=1e-5, err_msg=sample.label
             )
+
+
+@pytest.mark.parametrize("dynamo", [True, False])
+def test_dynamic_batch_makes_dimension_zero_symbolic(dynamo):
+    model = opbridge.nn.RMSNorm(8).eval()
+    proto = opbridge.onnx.export(
+        model, (torch.randn(2, 3, 8),), route="custom", dynamic_batch=True, dynamo=dynamo
+    )
+    dims = proto.graph.input[0].type.tensor_type.shape.dim
+    assert dims[0].dim_param and not dims[0].HasField("dim_value")
+    assert [d.dim_value for d in dims[1:]] == [3, 8]
+    with pytest.raises(TypeError, match="not both"):
+        opbridge.onnx.export(
+            model,
+            (torch.randn(2, 3, 8),),
+            route="custom",
+            dynamic_batch=True,
+            dynamic_shapes=({0: 2},),
+        )
+
+
+def test_route_is_a_required_keyword():
+    with pytest.raises(TypeError, match="route"):
+        opbridge.onnx.export(opbridge.nn.RMSNorm(8), (torch.randn(2, 8),))

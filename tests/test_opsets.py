@@ -68,7 +68,7 @@ def test_opset_outside_the_range_is_refused_naming_it(opset, dynamo):
     low, high = OPSET_RANGES["dynamo" if dynamo else "legacy"]
     with pytest.raises(ValueError, match=rf"opset {opset} is not supported .* {low} to {high}"):
         opbridge.onnx.export(
-            AllOps().eval(), (torch.randn(1, 3, 2, 8),), opset=opset, dynamo=dynamo
+            AllOps().eval(), (torch.randn(1, 3, 2, 8),), route="custom", opset=opset, dynamo=dynamo
         )
 
 
@@ -99,7 +99,7 @@ def test_opset_version_is_accepted_as_torchs_name():
     proto = opbridge.onnx.export(model, (x,), route="custom", opset=19, opset_version=19)
     assert {i.domain: i.version for i in proto.opset_import}[""] == 19
     with pytest.raises(TypeError, match=r"opset=19 and opset_version=20; pass one"):
-        opbridge.onnx.export(model, (x,), opset=19, opset_version=20)
+        opbridge.onnx.export(model, (x,), route="custom", opset=19, opset_version=20)
 
 
 def test_translation_table_refuses_an_opset_export_does_not_reach():

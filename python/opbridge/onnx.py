@@ -431,9 +431,10 @@ def export(
     args: tuple,
     f: str | os.PathLike | io.BytesIO | None = None,
     *,
-    route: str = "custom",
+    route: str,
     opset: int | None = None,
     dynamic_shapes: Any = None,
+    dynamic_batch: bool = False,
     dynamo: bool = True,
     **kwargs: Any,
 ):
@@ -450,10 +451,20 @@ def export(
     in ``OPSET_RANGES`` for the exporter. The model imports exactly that
     ai.onnx opset, or the export fails with an :class:`ExportError` that says
     why (torch's exporter would keep opset 18 and only log the failure).
+
+    ``dynamic_batch=True`` (without ``dynamic_shapes``) makes dimension 0 of
+    every tensor input whose first dimension equals the first input's a
+    dynamic ``batch`` dimension; the export fails if the model fixes it.
     """
     import onnx
 
     _check_route(route)
+    if dynamic_batch:
+        if dynamic_shapes is not None:
+            raise TypeError(
+                "opbridge.onnx.export: pass dynamic_shapes or dynamic_batch=True, not both"
+            )
+        dynamic_shapes = batch_dynamic_shapes(args)
     if "opset_version" in kwargs:
         opset_version = kwargs.pop("opset_version")
         if opset is not None and opset != opset_version:
@@ -499,6 +510,26 @@ def export(
         else:
             onnx.save(proto, os.fspath(f))
     return proto
+
+
+def batch_dynamic_shapes(args: tuple) -> tuple | None:
+    """``dynamic_shapes`` that make dimension 0 of every tensor of ``args``
+    whose first dimension equals the first tensor's one shared ``batch``
+    dimension; None when the first tensor is a scalar."""
+    from torch.utils import _pytree as pytree
+
+    leaves = [leaf for leaf in pytree.tree_leaves(args) if isinstance(leaf, torch.Tensor)]
+    if not leaves or leaves[0].dim() == 0:
+        return None
+    batch = leaves[0].shape[0]
+    dim = torch.export.Dim("batch", min=1)
+
+    def spec(leaf):
+        if isinstance(leaf, torch.Tensor) and leaf.dim() > 0 and leaf.shape[0] == batch:
+            return {0: dim}
+        return None
+
+    return tuple(pytree.tree_map(spec, tuple(args)))
 
 
 def _export_dynamo(model, args, route: str, opset: int, dynamic_shapes, kwargs: dict):
