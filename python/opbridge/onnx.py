@@ -4,7 +4,19 @@ Routes:
   * ``"custom"``: one node per operator in its library's domain (``opbridge``
     for the built-in operators), with the spec's attribute names; needs that
     library's ONNX Runtime custom-op library.
-  * ``"standard"``: plain ai.onnx operators only, loadable by any runtime.
+  * ``"standard"``: plain ai.onnx operators only, loadable by any runtime, in
+    the best form the opset has (RMSNormalization, RotaryEmbedding and Gelu
+    where the opset defines them).
+  * ``"ort"``: ONNX Runtime's own fused operators where one computes exactly
+    the op's result (``com.microsoft`` contrib operators, and ONNX Runtime's
+    ai.onnx-domain SimplifiedLayerNormalization), the standard form
+    elsewhere: runs in a stock ONNX Runtime, no custom-op library.
+  * ``"auto"``: per operator, the fastest of these routes that verifies for
+    the model at its example inputs (:mod:`opbridge.routes`).
+
+``route`` may also be a dict from operator (``"rms_norm"`` or
+``"<namespace>::<op>"``) to one of the first three routes (what ``"auto"``
+chose, to reproduce it); operators it does not name take ``"custom"``.
 
 Every loaded operator library takes part (:func:`opbridge.load_library`).
 
@@ -32,8 +44,13 @@ from opbridge._library import (
     library_for_domain,
 )
 from opbridge.ops._builder import DynamoBuilder, LegacyBuilder
+from opbridge.ops._contrib import drop_unused_outputs
 
-ROUTES = ("custom", "standard")
+# The routes of one operator, and the routes export accepts.
+OP_ROUTES = ("custom", "standard", "ort")
+ROUTES = (*OP_ROUTES, "auto")
+# Routes whose models run in a stock ONNX Runtime (no custom-op library).
+LIBRARY_FREE_ROUTES = ("standard", "ort")
 # The dynamo exporter builds every graph at this opset and converts it to the
 # requested one after: with onnxscript's version converter from 18 to
 # DYNAMO_CONVERTER_MAX_OPSET, with onnx's converter outside that range.
@@ -61,6 +78,8 @@ class ExportError(ValueError):
 METADATA_VERSION_KEY = "opbridge.version"
 METADATA_DOMAIN_VERSION_KEY = "opbridge.domain_version"
 METADATA_ROUTE_KEY = "opbridge.route"
+# Per operator, when the routes differ by operator: "opbridge.route.<namespace>::<op>".
+METADATA_OP_ROUTE_PREFIX = "opbridge.route."
 
 # Standard-route decompositions registered for operators of user libraries,
 # keyed by "<namespace>::<name>".
@@ -111,9 +130,44 @@ def _decomposition(library: Library, spec: dict) -> Callable:
     return missing
 
 
-def _check_route(route: str) -> None:
-    if route not in ROUTES:
-        raise ValueError(f"opbridge.onnx: route must be one of {ROUTES}, got {route!r}")
+def _check_route(route: Any, allowed: tuple = ROUTES) -> None:
+    if isinstance(route, dict):
+        for op, op_route in route.items():
+            if op_route not in OP_ROUTES:
+                raise ValueError(
+                    f"opbridge.onnx: route for {op!r} must be one of {OP_ROUTES}, got {op_route!r}"
+                )
+        return
+    if route not in allowed:
+        raise ValueError(f"opbridge.onnx: route must be one of {allowed}, got {route!r}")
+
+
+def _qualified(op: str) -> str:
+    return op if "::" in op else f"{BUILTIN.torch_namespace}::{op}"
+
+
+def op_route(route: str | dict, library: Library, name: str) -> str:
+    """The route of one operator under ``route`` (one route, or a dict from
+    operator name to route; an operator it does not name takes "custom")."""
+    if not isinstance(route, dict):
+        return route
+    plan = {_qualified(op): r for op, r in route.items()}
+    return plan.get(f"{library.torch_namespace}::{name}", "custom")
+
+
+def _form(library: Library, spec: dict, route: str) -> Callable:
+    """The decomposition of a non-custom route: the card's ``ort`` form on
+    the ort route when it has one, else the standard form."""
+    if route == "ort":
+        from opbridge.ops import UnknownOperatorError, card
+
+        try:
+            ort_form = card(f"{library.torch_namespace}::{spec['name']}").ort
+        except UnknownOperatorError:
+            ort_form = None
+        if ort_form is not None:
+            return ort_form
+    return _decomposition(library, spec)
 
 
 def check_opset(opset: int, dynamo: bool = True) -> int:
@@ -252,7 +306,7 @@ def _dynamo_translation(library: Library, spec: dict, route: str, opset: int) ->
     custom_op = onnxscript.values.Op(
         domain, spec["onnx_type"], op_schema=onnx_schema(spec, library)
     )
-    standard = _decomposition(library, spec)
+    form = _form(library, spec, route)
     build_opset = decomposition_opset(opset, dynamo=True)
 
     def translate(*args, **kwargs):
@@ -263,7 +317,7 @@ def _dynamo_translation(library: Library, spec: dict, route: str, opset: int) ->
                 inputs.pop()
             return custom_op(*inputs, **attrs)
         try:
-            return standard(DynamoBuilder(build_opset), *inputs, **attrs)
+            return form(DynamoBuilder(build_opset), *inputs, **attrs)
         except ValueError as error:
             raise _refused(error, opset) from error
 
@@ -272,19 +326,20 @@ def _dynamo_translation(library: Library, spec: dict, route: str, opset: int) ->
 
 
 def translation_table(
-    route: str = "custom", *, opset: int | None = None
+    route: str | dict = "custom", *, opset: int | None = None
 ) -> dict[Callable, Callable]:
     """``custom_translation_table`` for ``torch.onnx.export(..., dynamo=True)``.
 
+    ``route`` is one of ``OP_ROUTES`` or a dict from operator to route.
     ``opset`` is the ``opset_version`` the export will ask for (the standard
     route chooses its form by it); default 18. Covers the operators of every
     loaded library. Check the exported model's ai.onnx opset import: torch
     keeps opset 18 when it cannot convert.
     """
-    _check_route(route)
+    _check_route(route, OP_ROUTES)
     opset = check_opset(DEFAULT_OPSET if opset is None else opset, dynamo=True)
     return {
-        library.op(name): _dynamo_translation(library, spec, route, opset)
+        library.op(name): _dynamo_translation(library, spec, op_route(route, library, name), opset)
         for library in libraries()
         for name, spec in library.specs().items()
     }
@@ -293,7 +348,7 @@ def translation_table(
 def _legacy_symbolic(library: Library, spec: dict, route: str, opset: int) -> Callable:
     from torch.onnx import symbolic_helper
 
-    standard = _decomposition(library, spec)
+    form = _form(library, spec, route)
 
     def symbolic(g, *args):
         n_inputs = len(spec["inputs"])
@@ -302,9 +357,9 @@ def _legacy_symbolic(library: Library, spec: dict, route: str, opset: int) -> Ca
         for attr, value in zip(spec["attrs"], args[n_inputs:], strict=True):
             raw = symbolic_helper._maybe_get_const(value, _LEGACY_PARSE[attr["type"]])
             attrs[attr["name"]] = _attr_value(attr, raw)
-        if route == "standard":
+        if route != "custom":
             try:
-                return standard(LegacyBuilder(g, opset), *inputs, **attrs)
+                return form(LegacyBuilder(g, opset), *inputs, **attrs)
             except ValueError as error:
                 raise _refused(error, opset) from error
         # Absent trailing optional inputs are left out of the node.
@@ -376,28 +431,31 @@ def _set_legacy_output_types(
         )
 
 
-def register_legacy_symbolics(route: str = "custom", *, opset: int | None = None) -> None:
+def register_legacy_symbolics(route: str | dict = "custom", *, opset: int | None = None) -> None:
     """Registers the ops with the TorchScript exporter (``dynamo=False``).
 
-    The last registration wins; ``opset`` is the ``opset_version`` the export
-    will use (default 18).
+    ``route`` as for :func:`translation_table`. The last registration wins;
+    ``opset`` is the ``opset_version`` the export will use (default 18).
     """
-    _check_route(route)
+    _check_route(route, OP_ROUTES)
     opset = check_opset(DEFAULT_OPSET if opset is None else opset, dynamo=False)
     for library in libraries():
         for name, spec in library.specs().items():
             torch.onnx.register_custom_op_symbolic(
                 f"{library.torch_namespace}::{name}",
-                _legacy_symbolic(library, spec, route, opset),
+                _legacy_symbolic(library, spec, op_route(route, library, name), opset),
                 opset,
             )
 
 
-def stamp_metadata(model, route: str):
+def stamp_metadata(model, route: str | dict, label: str | None = None):
     """Adds opbridge's metadata and drops unused opset imports of library domains.
 
     Every library domain the graph uses is imported at the library's version
-    and recorded as ``opbridge.domain_version.<domain>``.
+    and recorded as ``opbridge.domain_version.<domain>``. A per-operator
+    ``route`` (a dict) is recorded as ``opbridge.route = label`` ("auto" when
+    :mod:`opbridge.routes` chose it, else "per-op") and one
+    ``opbridge.route.<namespace>::<op>`` entry per operator it names.
     """
     import onnx
 
@@ -418,7 +476,12 @@ def stamp_metadata(model, route: str):
     model.opset_import.extend(kept)
     props[METADATA_VERSION_KEY] = VERSION
     props[METADATA_DOMAIN_VERSION_KEY] = str(ONNX_DOMAIN_VERSION)
-    props[METADATA_ROUTE_KEY] = route
+    if isinstance(route, dict):
+        props[METADATA_ROUTE_KEY] = label or "per-op"
+        for op, op_route in sorted(route.items()):
+            props[METADATA_OP_ROUTE_PREFIX + _qualified(op)] = op_route
+    else:
+        props[METADATA_ROUTE_KEY] = route
     del model.metadata_props[:]
     for key, value in props.items():
         entry = model.metadata_props.add()
@@ -431,11 +494,12 @@ def export(
     args: tuple,
     f: str | os.PathLike | io.BytesIO | None = None,
     *,
-    route: str,
+    route: str | dict,
     opset: int | None = None,
     dynamic_shapes: Any = None,
     dynamic_batch: bool = False,
     dynamo: bool = True,
+    requires_library: bool = True,
     **kwargs: Any,
 ):
     """Exports ``model`` with ``torch.onnx.export`` by the chosen route.
@@ -455,16 +519,29 @@ def export(
     ``dynamic_batch=True`` (without ``dynamic_shapes``) makes dimension 0 of
     every tensor input whose first dimension equals the first input's a
     dynamic ``batch`` dimension; the export fails if the model fixes it.
+
+    ``route`` is one of ``ROUTES`` (see the module's documentation) or a dict
+    from operator to route. ``route="auto"`` chooses per operator with
+    :func:`opbridge.routes.choose` (which exports, verifies and times each
+    candidate; ``requires_library=False`` leaves out the custom route, for a
+    model that must run in a stock ONNX Runtime).
     """
     import onnx
 
     _check_route(route)
+    label = None
+    if route == "auto":
+        from opbridge.routes import choose
+
+        choice = choose(model, args, opset=opset, dynamo=dynamo, requires_library=requires_library)
+        route, label = choice.plan, "auto"
     if dynamic_batch:
         if dynamic_shapes is not None:
             raise TypeError(
                 "opbridge.onnx.export: pass dynamic_shapes or dynamic_batch=True, not both"
             )
-        dynamic_shapes = batch_dynamic_shapes(args)
+        # The legacy exporter names inputs flat; torch.export groups *args.
+        dynamic_shapes = batch_dynamic_shapes(args, model if dynamo else None)
     if "opset_version" in kwargs:
         opset_version = kwargs.pop("opset_version")
         if opset is not None and opset != opset_version:
@@ -491,7 +568,7 @@ def export(
                 opset_version=opset,
                 custom_opsets=(
                     {lib.onnx_domain: lib.domain_version for lib in libraries()}
-                    if route == "custom"
+                    if route == "custom" or isinstance(route, dict)
                     else None
                 ),
                 **kwargs,
@@ -503,7 +580,8 @@ def export(
             raise ExportError(str(refused)) from error
         raise
     _check_opset_import(proto, opset, dynamo, conversion)
-    stamp_metadata(proto, route)
+    drop_unused_outputs(proto)
+    stamp_metadata(proto, route, label)
     if f is not None:
         if isinstance(f, io.BytesIO):
             f.write(proto.SerializeToString())
@@ -512,10 +590,14 @@ def export(
     return proto
 
 
-def batch_dynamic_shapes(args: tuple) -> tuple | None:
+def batch_dynamic_shapes(args: tuple, model: Any = None) -> tuple | None:
     """``dynamic_shapes`` that make dimension 0 of every tensor of ``args``
     whose first dimension equals the first tensor's one shared ``batch``
-    dimension; None when the first tensor is a scalar."""
+    dimension; None when the first tensor is a scalar. With ``model``, the
+    entries of a ``*args`` parameter of its ``forward`` are grouped as
+    ``torch.export`` expects."""
+    import inspect
+
     from torch.utils import _pytree as pytree
 
     leaves = [leaf for leaf in pytree.tree_leaves(args) if isinstance(leaf, torch.Tensor)]
@@ -529,7 +611,14 @@ def batch_dynamic_shapes(args: tuple) -> tuple | None:
             return {0: dim}
         return None
 
-    return tuple(pytree.tree_map(spec, tuple(args)))
+    specs = tuple(pytree.tree_map(spec, tuple(args)))
+    forward = getattr(model, "forward", None)
+    if forward is not None:
+        params = list(inspect.signature(forward).parameters.values())
+        for i, param in enumerate(params):
+            if param.kind is inspect.Parameter.VAR_POSITIONAL:
+                return (*specs[:i], specs[i:])
+    return specs
 
 
 def _export_dynamo(model, args, route: str, opset: int, dynamic_shapes, kwargs: dict):

@@ -51,6 +51,10 @@ class Card:
     - ``composite`` / ``builtin``: what a user would write instead (the
       formula in small PyTorch ops; PyTorch's own operator), with the call's
       signature; the benchmark's ``torch_composite`` / ``torch_builtin``.
+    - ``ort``: the ``ort``-route form, same signature as ``standard``: ONNX
+      Runtime's own operators (``b.contrib``) where one computes exactly the
+      op's result, the standard form for the other cases; None when the
+      standard form is the ``ort`` route's too.
     - ``namespace``: ``torch.ops.<namespace>.<name>`` holds the operator.
     - ``bench_backward``: whether the benchmark times a forward+backward pass
       (one differentiable output).
@@ -64,6 +68,7 @@ class Card:
     bench_inputs: Callable
     composite: Callable | None = None
     builtin: Callable | None = None
+    ort: Callable | None = None
     namespace: str = BUILTIN_NAMESPACE
     bench_backward: bool = True
     # Where the card is defined (a file or module), for messages; filled in

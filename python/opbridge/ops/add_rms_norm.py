@@ -37,6 +37,34 @@ def standard(b: Builder, x, residual, weight, bias=None, *, eps: float):
     return rms_norm_standard(b, total, weight, bias, eps=eps), total
 
 
+_INT64_MAX = 2**63 - 1
+
+
+def ort(b: Builder, x, residual, weight, bias=None, *, eps: float):
+    """ONNX Runtime's SkipSimplifiedLayerNormalization (float32), whose
+    fourth output is the sum; it takes 2-D or 3-D inputs, so other ranks are
+    reshaped to [-1, hidden] and back. The bias is added after it (the
+    operator's own bias input is added before the norm). Other dtypes take
+    the standard form."""
+    if b.float_dtype(weight) != "float32":
+        return standard(b, x, residual, weight, bias, eps=eps)
+    shape = b.shape(x)
+    flat = shape is None or len(shape) not in (2, 3)
+    if flat:
+        full = b.op("Shape", x)
+        hidden = b.op("Slice", full, b.ints([-1]), b.ints([_INT64_MAX]))
+        rows = b.op("Concat", b.ints([-1]), hidden, axis=0)
+        x, residual = b.op("Reshape", x, rows), b.op("Reshape", residual, rows)
+    y, _, _, total = b.contrib(
+        "SkipSimplifiedLayerNormalization", x, residual, weight, outputs=4, epsilon=float(eps)
+    )
+    if bias is not None:
+        y = b.op("Add", y, bias)
+    if flat:
+        y, total = b.op("Reshape", y, full), b.op("Reshape", total, full)
+    return y, total
+
+
 def reference(x, residual, weight, bias=None, eps=1e-6):
     total = x + residual
     return rms_norm_reference(total, weight, bias, eps), total
@@ -91,6 +119,7 @@ CARD = Card(
     name="add_rms_norm",
     call=add_rms_norm,
     standard=standard,
+    ort=ort,
     reference=reference,
     samples=samples,
     bench_inputs=bench_inputs,

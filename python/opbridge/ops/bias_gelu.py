@@ -55,6 +55,14 @@ def standard(b: Builder, x, bias, *, approximate: str):
     return b.op("Mul", half_v, b.op("Add", t, b.constant(1.0, like=x)))
 
 
+def ort(b: Builder, x, bias, *, approximate: str):
+    """ONNX Runtime's BiasGelu (erf) or FastGelu (tanh, with the bias as its
+    second input), float32; other dtypes take the standard form."""
+    if b.float_dtype(x) != "float32" or approximate not in ("none", "tanh"):
+        return standard(b, x, bias, approximate=approximate)
+    return b.contrib("BiasGelu" if approximate == "none" else "FastGelu", x, bias)
+
+
 def reference(x, bias, approximate="none"):
     return F.gelu(x + bias, approximate=approximate)
 
@@ -101,6 +109,7 @@ CARD = Card(
     name="bias_gelu",
     call=bias_gelu,
     standard=standard,
+    ort=ort,
     reference=reference,
     samples=samples,
     bench_inputs=bench_inputs,

@@ -53,6 +53,18 @@ def standard(b: Builder, x, weight, bias=None, *, eps: float):
     return y
 
 
+def ort(b: Builder, x, weight, bias=None, *, eps: float):
+    """ONNX Runtime's SimplifiedLayerNormalization (float32; ONNX Runtime
+    registers it in the ai.onnx domain), then Add for the bias; other dtypes
+    take the standard form."""
+    if b.float_dtype(weight) != "float32":
+        return standard(b, x, weight, bias, eps=eps)
+    y = b.contrib(
+        "SimplifiedLayerNormalization", x, weight, axis=-1, epsilon=float(eps), stash_type=1
+    )
+    return b.op("Add", y, bias) if bias is not None else y
+
+
 def reference(x, weight, bias=None, eps=1e-6):
     y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
     return y + bias if bias is not None else y
@@ -102,6 +114,7 @@ CARD = Card(
     name="rms_norm",
     call=rms_norm,
     standard=standard,
+    ort=ort,
     reference=reference,
     samples=samples,
     bench_inputs=bench_inputs,

@@ -35,7 +35,95 @@ def rotary_embedding(
 _INT64_MAX = 2**63 - 1
 
 
+# ONNX added RotaryEmbedding in opset 23.
+ROTARY_EMBEDDING_OPSET = 23
+
+
+def _fused_layout(b: Builder, x, cos):
+    """``(heads, half, table_rank)`` when x and cos have what the fused
+    RotaryEmbedding operators need at export time (float32, 4-D x with a
+    static heads dimension, a 2-D or 3-D table with a static last
+    dimension), else None."""
+    x_shape, cos_shape = b.shape(x), b.shape(cos)
+    if b.float_dtype(x) != "float32" or x_shape is None or cos_shape is None:
+        return None
+    if len(x_shape) != 4 or len(cos_shape) not in (2, 3):
+        return None
+    heads, half = x_shape[2], cos_shape[-1]
+    if heads is None or half is None:
+        return None
+    return heads, half, len(cos_shape)
+
+
+def _per_row_tables(b: Builder, x, cos, sin, half: int):
+    """cos/sin expanded to x's ``[batch, seq, half]`` (a 2-D table or a 3-D
+    one of batch 1 is shared by the batch)."""
+    size = b.op(
+        "Concat", b.op("Slice", b.op("Shape", x), b.ints([0]), b.ints([2])), b.ints([half]), axis=0
+    )
+    return b.op("Expand", cos, size), b.op("Expand", sin, size)
+
+
 def standard(b: Builder, x, cos, sin, *, interleaved: int):
+    """ONNX's RotaryEmbedding from opset 23 (float32 with a static heads
+    dimension and table width; x seen as 3-D ``[batch, seq, heads *
+    head_dim]`` with ``num_heads``, the tables expanded to ``[batch, seq,
+    half]``); else the Slice/Mul/Sub/Add/Concat chain."""
+    layout = _fused_layout(b, x, cos) if b.opset >= ROTARY_EMBEDDING_OPSET else None
+    if layout is None:
+        return _chain(b, x, cos, sin, interleaved=interleaved)
+    heads, half, _ = layout
+    c, s = _per_row_tables(b, x, cos, sin, half)
+    y = b.op(
+        "RotaryEmbedding",
+        b.op("Reshape", x, b.ints([0, 0, -1])),
+        c,
+        s,
+        interleaved=int(interleaved),
+        num_heads=heads,
+        rotary_embedding_dim=2 * half,
+    )
+    return b.op("Reshape", y, b.op("Shape", x))
+
+
+def ort(b: Builder, x, cos, sin, *, interleaved: int):
+    """ONNX Runtime's com.microsoft RotaryEmbedding (layout conditions as the
+    standard form's at opset 23). A shared ``[seq, half]`` table (or a 3-D one
+    of static batch 1) is its cache with position ids starting at 0; per-row
+    tables are expanded to x's batch and flattened to ``[batch * seq, half]``,
+    row ``r``'s position ``p`` reading entry ``r * seq + p``. Else the
+    standard form."""
+    layout = _fused_layout(b, x, cos)
+    if layout is None:
+        return standard(b, x, cos, sin, interleaved=interleaved)
+    heads, half, rank = layout
+    if rank == 2 or b.shape(cos)[0] == 1:
+        table_shape = b.ints([-1, half])
+        cos, sin = b.op("Reshape", cos, table_shape), b.op("Reshape", sin, table_shape)
+        positions = b.ints([0])
+    else:
+        c, s = _per_row_tables(b, x, cos, sin, half)
+        table_shape = b.ints([-1, half])
+        cos, sin = b.op("Reshape", c, table_shape), b.op("Reshape", s, table_shape)
+        batch_seq = b.op("Slice", b.op("Shape", x), b.ints([0]), b.ints([2]))
+        count = b.op("ReduceProd", batch_seq, keepdims=0)
+        steps = b.op("Range", b.int_scalar(0), count, b.int_scalar(1))
+        positions = b.op("Reshape", steps, batch_seq)
+    y = b.contrib(
+        "RotaryEmbedding",
+        b.op("Reshape", x, b.ints([0, 0, -1])),
+        positions,
+        cos,
+        sin,
+        interleaved=int(interleaved),
+        num_heads=heads,
+        rotary_embedding_dim=2 * half,
+        scale=1.0,
+    )
+    return b.op("Reshape", y, b.op("Shape", x))
+
+
+def _chain(b: Builder, x, cos, sin, *, interleaved: int):
     """Slice x into the rotated part and the rest; Mul/Sub/Add with cos and sin
     (Unsqueezed to broadcast over heads, and over batch when 2-D); Concat.
     Interleaved pairs are reached by a Reshape to [..., rotary_dim / 2, 2].
@@ -199,6 +287,7 @@ CARD = Card(
     name="rotary_embedding",
     call=rotary_embedding,
     standard=standard,
+    ort=ort,
     reference=reference,
     samples=samples,
     bench_inputs=bench_inputs,
