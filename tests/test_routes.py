@@ -7,6 +7,7 @@ session (no opbridge library registered)."""
 from __future__ import annotations
 
 import numpy as np
+import onnx
 import onnxruntime
 import pytest
 import torch
@@ -205,3 +206,120 @@ def test_route_dict_mixes_routes_and_is_recorded():
     assert metadata["opbridge.route.opbridge::bias_gelu"] == "custom"
     with pytest.raises(ValueError, match="route for 'rms_norm' must be one of"):
         opbridge.onnx.export(model, (x,), route={"rms_norm": "auto"})
+
+
+# ---------------------------------------------------------------- route="auto"
+
+
+class _NormGelu(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = opbridge.nn.RMSNorm(16)
+        self.bias = torch.nn.Parameter(torch.randn(16))
+
+    def forward(self, x):
+        return opbridge.ops.bias_gelu(self.norm(x), self.bias) + self.norm(x * 2)
+
+
+def _fake_timer(ms: dict):
+    def timer(op, route, model, feeds):
+        return ms[(op.split("::")[-1], route)]
+
+    return timer
+
+
+FAKE_MS = {
+    ("rms_norm", "custom"): 3.0,
+    ("rms_norm", "standard"): 1.0,
+    ("rms_norm", "ort"): 2.0,
+    ("bias_gelu", "custom"): 1.0,
+    ("bias_gelu", "standard"): 2.0,
+    ("bias_gelu", "ort"): 2.0,
+}
+
+
+def test_auto_picks_the_fastest_verified_route_per_op():
+    from opbridge.routes import choose
+
+    model, x = _NormGelu().eval(), torch.randn(4, 16)
+    choice = choose(model, (x,), dynamo=False, timer=_fake_timer(FAKE_MS))
+    assert choice.plan == {"opbridge::rms_norm": "standard", "opbridge::bias_gelu": "custom"}
+    # rms_norm is called twice with one signature: its time counts twice.
+    by_key = {(c.op, c.route): c for c in choice.candidates}
+    assert by_key[("opbridge::rms_norm", "standard")].median_ms == 2.0
+    assert all(c.verified for c in choice.candidates)
+    table = choice.table()
+    assert "choice: opbridge::rms_norm: standard, opbridge::bias_gelu: custom" in table
+
+    library_free = choose(
+        model, (x,), dynamo=False, requires_library=False, timer=_fake_timer(FAKE_MS)
+    )
+    assert "custom" not in {c.route for c in library_free.candidates}
+    # bias_gelu's standard and ort forms tie at 2 ms: the preference order decides.
+    assert library_free.plan == {"opbridge::rms_norm": "standard", "opbridge::bias_gelu": "ort"}
+
+
+def test_auto_never_picks_a_route_that_fails_verification():
+    from opbridge.onnx import _DECOMPOSITIONS, register_decomposition
+    from opbridge.routes import choose
+
+    def wrong(b, x, weight, bias=None, *, eps):
+        return b.op("Mul", x, weight)
+
+    register_decomposition("opbridge::rms_norm", wrong)
+    try:
+        model, x = _NormGelu().eval(), torch.randn(4, 16)
+        choice = choose(model, (x,), dynamo=False, timer=_fake_timer(FAKE_MS))
+    finally:
+        _DECOMPOSITIONS.pop("opbridge::rms_norm")
+    standard = next(
+        c for c in choice.candidates if c.op == "opbridge::rms_norm" and c.route == "standard"
+    )
+    assert not standard.verified and "verification failed" in standard.detail
+    assert choice.plan["opbridge::rms_norm"] == "ort"
+
+
+def test_auto_export_of_the_demo_model_verifies_and_records_the_choice():
+    from opbridge.demo import build_demo
+
+    model, args = build_demo(batch=2, seq=8, dim=64)
+    proto = opbridge.onnx.export(model, args, route="auto", dynamo=False)
+    metadata = {p.key: p.value for p in proto.metadata_props}
+    assert metadata["opbridge.route"] == "auto"
+    chosen = {k: v for k, v in metadata.items() if k.startswith("opbridge.route.")}
+    assert chosen and set(chosen.values()) <= {"custom", "standard", "ort"}
+    report = opbridge.verify(model, args, onnx_model=proto, layers=False, draws=1)
+    assert report.passed, report.failures()
+
+
+def test_export_cli_auto_without_library_on_the_llama_block(tmp_path, capsys):
+    from opbridge.__main__ import main
+
+    factory = tmp_path / "llama.py"
+    factory.write_text(
+        "from opbridge.models import build_llama_block\n\n\n"
+        "def make():\n    model, args = build_llama_block()\n    return model.eval(), args\n"
+    )
+    out = tmp_path / "llama.onnx"
+    status = main(["export", f"{factory}:make", str(out), "--route", "auto", "--no-library"])
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+    assert "median ms" in printed and "choice: " in printed
+    assert "verification passed" in printed
+    proto = onnx.load(out)
+    assert not any(n.domain == "opbridge" for n in proto.graph.node)
+    metadata = {p.key: p.value for p in proto.metadata_props}
+    assert {metadata[f"opbridge.route.opbridge::{op}"] for op in ("rms_norm", "bias_gelu")} <= {
+        "standard",
+        "ort",
+    }
+    session = onnxruntime.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+    assert session.get_inputs()
+
+
+def test_export_cli_refuses_custom_without_library(tmp_path, capsys):
+    from opbridge.__main__ import main
+
+    status = main(["export", "demo", str(tmp_path / "m.onnx"), "--route", "custom", "--no-library"])
+    assert status == 2
+    assert "--no-library cannot take --route custom" in capsys.readouterr().err

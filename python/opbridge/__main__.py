@@ -12,6 +12,7 @@ COMMANDS = {
     "demo": "opbridge.demo",
     "docs": "opbridge.docs",
     "doctor": "opbridge.doctor",
+    "export": "opbridge.export_cli",
     "new-op": "opbridge.scaffold",
     "verify": "opbridge.verify_cli",
 }

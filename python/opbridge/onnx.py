@@ -520,21 +520,23 @@ def export(
     every tensor input whose first dimension equals the first input's a
     dynamic ``batch`` dimension; the export fails if the model fixes it.
 
-    ``route`` is one of ``ROUTES`` (see the module's documentation) or a dict
-    from operator to route. ``route="auto"`` chooses per operator with
+    ``route`` is one of ``ROUTES`` (see the module's documentation), a dict
+    from operator to route, or the :class:`opbridge.routes.RouteChoice` that
+    ``route="auto"`` makes (recorded as "auto"). ``"auto"`` chooses per operator with
     :func:`opbridge.routes.choose` (which exports, verifies and times each
     candidate; ``requires_library=False`` leaves out the custom route, for a
     model that must run in a stock ONNX Runtime).
     """
     import onnx
 
-    _check_route(route)
     label = None
     if route == "auto":
         from opbridge.routes import choose
 
-        choice = choose(model, args, opset=opset, dynamo=dynamo, requires_library=requires_library)
-        route, label = choice.plan, "auto"
+        route = choose(model, args, opset=opset, dynamo=dynamo, requires_library=requires_library)
+    if hasattr(route, "plan"):  # a RouteChoice
+        route, label = dict(route.plan), "auto"
+    _check_route(route)
     if dynamic_batch:
         if dynamic_shapes is not None:
             raise TypeError(

@@ -36,6 +36,7 @@ from torch.utils import _pytree as pytree
 
 from opbridge._library import ONNX_DOMAIN, ONNX_DOMAIN_VERSION, VERSION, libraries
 from opbridge.onnx import (
+    LIBRARY_FREE_ROUTES,
     METADATA_DOMAIN_VERSION_KEY,
     METADATA_ROUTE_KEY,
     METADATA_VERSION_KEY,
@@ -492,11 +493,12 @@ def _check_custom_nodes(model) -> Check:
 
 
 def _structure_checks(model, route: str, torch_model, inputs, outputs) -> list[Check]:
-    import onnx
+
+    from opbridge.ops._contrib import check_model
 
     checks = []
     try:
-        onnx.checker.check_model(model, full_check=True)
+        check_model(model, full_check=True)
         checks.append(Check("onnx.checker", PASS, "check_model(full_check=True)"))
     except Exception as error:
         checks.append(Check("onnx.checker", FAIL, _one_line(error)))
@@ -515,14 +517,14 @@ def _structure_checks(model, route: str, torch_model, inputs, outputs) -> list[C
 
     library_domains = {lib.onnx_domain for lib in libraries()}
     custom = [n for n in model.graph.node if n.domain in library_domains]
-    if route == "standard":
+    if route in LIBRARY_FREE_ROUTES:
         if custom:
             kinds = ", ".join(sorted({n.op_type for n in custom}))
             domains = "/".join(sorted({n.domain for n in custom}))
             detail = f"{len(custom)} {domains} nodes: {kinds}"
         else:
-            detail = f"all {len(model.graph.node)} nodes are standard ONNX"
-        checks.append(Check("standard route: no opbridge node", FAIL if custom else PASS, detail))
+            detail = f"all {len(model.graph.node)} nodes run in a stock ONNX Runtime"
+        checks.append(Check(f"{route} route: no opbridge node", FAIL if custom else PASS, detail))
     else:
         checks.append(_check_custom_nodes(model))
 
