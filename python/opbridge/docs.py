@@ -55,6 +55,11 @@ def render_operators() -> str:
         standard = card(name).standard
         doc = (inspect.getdoc(standard) or "") if standard is not None else "none"
         lines += ["Standard route: " + " ".join(doc.split()), ""]
+        ort_form = card(name).ort
+        if ort_form is not None:
+            lines += ["ort route: " + " ".join((inspect.getdoc(ort_form) or "").split()), ""]
+        else:
+            lines += ["ort route: the standard form.", ""]
     return "\n".join(lines)
 
 
