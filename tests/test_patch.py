@@ -157,3 +157,93 @@ def test_patched_model_exports_by_both_routes():
         import numpy as np
 
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+class GemmaRMSNorm(nn.Module):
+    """Gemma's norm: scales by (1 + weight), the weight starting at zero."""
+
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x):
+        out = x.float() * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + self.eps)
+        return (out * (1.0 + self.weight.float())).type_as(x)
+
+
+class ChannelRMSNorm(nn.Module):
+    """An RMS norm over the channels of NCHW input (as timm's RmsNorm2d)."""
+
+    def __init__(self, channels, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(channels))
+
+    def forward(self, x):
+        x = x * torch.rsqrt(x.pow(2).mean(1, keepdim=True) + self.eps)
+        return x * self.weight[:, None, None]
+
+
+def _gemma_net():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 16), GemmaRMSNorm(16), nn.Linear(16, 4))
+    with torch.no_grad():
+        model[1].weight.normal_(0.0, 0.2)
+    return model
+
+
+def test_gemma_norm_without_offset_is_refused_naming_the_module():
+    model = _gemma_net()
+    before = copy.deepcopy(model)
+    rule = opbridge.patching.rms_norm_rule(GemmaRMSNorm)
+    with pytest.raises(opbridge.patching.PatchError, match=r"^opbridge.patch: 1 \(GemmaRMSNorm\)"):
+        opbridge.patch(model, rules=[rule])
+    assert isinstance(model[1], GemmaRMSNorm)
+    x = torch.randn(3, 16)
+    torch.testing.assert_close(model(x), before(x), rtol=0, atol=0)
+
+
+def test_gemma_norm_with_offset_is_replaced_and_exact():
+    model = _gemma_net()
+    reference = copy.deepcopy(model)
+    opbridge.patch(model, rules=[opbridge.patching.rms_norm_rule(GemmaRMSNorm, offset=1.0)])
+    assert isinstance(model[1], opbridge.nn.RMSNorm) and model[1].offset == 1.0
+    x = torch.randn(5, 7, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), reference(x), rtol=1e-5, atol=1e-5)
+    # The same state_dict: the weight is shared, the offset is not a parameter.
+    assert model.state_dict().keys() == reference.state_dict().keys()
+
+
+@pytest.mark.parametrize("channels", [7, 16])
+def test_channel_norm_on_nchw_is_refused_even_when_width_equals_channels(channels):
+    model = nn.Sequential(nn.Conv2d(3, channels, 1), ChannelRMSNorm(channels))
+    rule = opbridge.patching.rms_norm_rule(ChannelRMSNorm)
+    with pytest.raises(opbridge.patching.PatchError, match="would change the model's numbers"):
+        opbridge.patch(model, rules=[rule])
+
+
+def test_skip_leaves_the_module_with_a_warning_and_lists_it():
+    model = nn.Sequential(nn.RMSNorm(16), _gemma_net())
+    with pytest.warns(UserWarning, match="left as it was"):
+        opbridge.patch(
+            model,
+            rules=[opbridge.patching.rms_norm_rule(GemmaRMSNorm)],
+            on_mismatch="skip",
+        )
+    summary = model.opbridge_patch_summary
+    assert isinstance(model[0], opbridge.nn.RMSNorm)
+    assert isinstance(model[1][1], GemmaRMSNorm)
+    assert [s.path for s in summary.skipped] == ["1.1"]
+    assert "differ by up to" in summary.skipped[0].reason
+    assert "left (1):" in str(summary)
+
+
+def test_refusal_undoes_the_replacements_made_before_it():
+    model = nn.Sequential(nn.RMSNorm(16), _gemma_net())
+    with pytest.raises(opbridge.patching.PatchError):
+        opbridge.patch(model, rules=[opbridge.patching.rms_norm_rule(GemmaRMSNorm)])
+    assert type(model[0]) is nn.RMSNorm
+    with pytest.raises(ValueError, match="on_mismatch must be 'refuse' or 'skip'"):
+        opbridge.patch(model, on_mismatch="ignore")

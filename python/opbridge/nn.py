@@ -38,7 +38,8 @@ class RMSNorm(nn.Module):
 
     Matches ``torch.nn.RMSNorm(dim, eps)`` (same ``weight`` parameter, ones at
     start) when ``bias=False``; ``bias=True`` adds a ``bias`` parameter
-    (zeros at start).
+    (zeros at start). ``offset`` scales by ``offset + weight`` instead of
+    ``weight`` (``offset=1.0``: Gemma-style norms, whose weight starts at 0).
     """
 
     def __init__(
@@ -48,22 +49,29 @@ class RMSNorm(nn.Module):
         bias: bool = False,
         device: torch.device | str | None = None,
         dtype: torch.dtype | None = None,
+        offset: float = 0.0,
     ):
         super().__init__()
         factory = {"device": device, "dtype": dtype}
         self.dim = int(dim)
         self.eps = float(eps)
+        self.offset = float(offset)
         self.weight = nn.Parameter(torch.ones(self.dim, **factory))
         if bias:
             self.bias = nn.Parameter(torch.zeros(self.dim, **factory))
         else:
             self.register_parameter("bias", None)
 
+    def scale(self) -> torch.Tensor:
+        """The weight the kernel scales by: ``offset + weight``."""
+        return self.weight + self.offset if self.offset else self.weight
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return rms_norm(x, self.weight, self.bias, self.eps)
+        return rms_norm(x, self.scale(), self.bias, self.eps)
 
     def extra_repr(self) -> str:
-        return f"{self.dim}, eps={self.eps}, bias={self.bias is not None}"
+        offset = f", offset={self.offset}" if self.offset else ""
+        return f"{self.dim}, eps={self.eps}, bias={self.bias is not None}{offset}"
 
 
 class AddRMSNorm(RMSNorm):
@@ -74,7 +82,7 @@ class AddRMSNorm(RMSNorm):
     """
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return add_rms_norm(x, residual, self.weight, self.bias, self.eps)
+        return add_rms_norm(x, residual, self.scale(), self.bias, self.eps)
 
 
 class BiasGELU(nn.Module):

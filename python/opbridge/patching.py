@@ -10,10 +10,21 @@ A rule is a callable ``rule(parent, name, child) -> dict | None``: for the
 child ``name`` of ``parent`` it returns ``{child_name: new_module, ...}``
 (children of ``parent`` to replace; usually just ``{name: new}``) or None.
 Rules given to ``patch(rules=...)`` are tried before the built-in ones.
+
+Every replacement is checked when it is made: the original modules and
+their replacements run on probe inputs built from the modules' own feature
+size and dtype (``[2, 3, H]``, ``[3, H]``, channels-first ``[2, H, 5, 7]``
+and channels-last ``[2, 5, 7, H]``; each probe the original accepts), with
+the model's own parameters; a replacement that fails on such a probe, or
+differs beyond the dtype's tolerance (:data:`PROBE_TOLERANCE`), is refused
+(:class:`PatchError`, naming the module and the error measured) or, with
+``patch(on_mismatch="skip")``, left out with a warning and listed in
+``model.opbridge_patch_summary.skipped``.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
@@ -36,10 +47,33 @@ class Replacement:
 
 
 @dataclass
+class Skipped:
+    path: str
+    rule: str
+    reason: str
+
+
+class PatchError(ValueError):
+    """A replacement that would change the model's numbers."""
+
+
+# (rtol, atol) of the probe comparison, by the parameters' dtype.
+PROBE_TOLERANCE = {
+    torch.float64: (1e-7, 1e-7),
+    torch.float32: (1e-5, 1e-5),
+    torch.float16: (2e-3, 2e-3),
+    torch.bfloat16: (2e-2, 2e-2),
+}
+_PROBE_OTHER = ((2, 5, 7), (5, 7))
+
+
+@dataclass
 class PatchSummary:
-    """What ``patch`` replaced (or ``unpatch`` restored), in walk order."""
+    """What ``patch`` replaced (or ``unpatch`` restored), in walk order, and
+    what it left (``skipped``: a replacement refused by its probe check)."""
 
     replaced: list[Replacement] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.replaced)
@@ -52,11 +86,15 @@ class PatchSummary:
 
     def __str__(self) -> str:
         if not self.replaced:
-            return "opbridge.patch: nothing replaced"
-        lines = [f"opbridge.patch: {len(self.replaced)} module(s) replaced"]
+            lines = ["opbridge.patch: nothing replaced"]
+        else:
+            lines = [f"opbridge.patch: {len(self.replaced)} module(s) replaced"]
         for r in self.replaced:
             old, new = type(r.original).__name__, type(r.replacement).__name__
             lines.append(f"  {r.path}: {old} -> {new} ({r.rule})")
+        if self.skipped:
+            lines.append(f"left ({len(self.skipped)}):")
+            lines += [f"  {s.path} ({s.rule}): {s.reason}" for s in self.skipped]
         return "\n".join(lines)
 
 
@@ -71,8 +109,8 @@ def _share(new: nn.Module, name: str, param: nn.Parameter | None) -> None:
         setattr(new, name, param)
 
 
-def _rms_norm_from(weight: nn.Parameter, eps: float) -> obnn.RMSNorm:
-    new = obnn.RMSNorm(weight.shape[0], eps=eps, device="meta")
+def _rms_norm_from(weight: nn.Parameter, eps: float, offset: float = 0.0) -> obnn.RMSNorm:
+    new = obnn.RMSNorm(weight.shape[0], eps=eps, device="meta", offset=offset)
     _share(new, "weight", weight)
     return new
 
@@ -90,12 +128,13 @@ def torch_rmsnorm_rule(parent: nn.Module, name: str, child: nn.Module):
 torch_rmsnorm_rule.rule_name = "torch.nn.RMSNorm"
 
 
-def rms_norm_rule(*classes: type) -> Rule:
+def rms_norm_rule(*classes: type, offset: float = 0.0) -> Rule:
     """A rule for modules that compute ``x * rsqrt(mean(x^2, -1) + eps) *
-    weight`` under another name (e.g. ``LlamaRMSNorm``): instances of
+    (offset + weight)`` under another name (e.g. ``LlamaRMSNorm``;
+    ``offset=1.0`` for Gemma's ``(1 + weight)`` norms): instances of
     ``classes`` with a 1-D ``weight`` and an ``eps`` or ``variance_epsilon``
-    attribute become ``opbridge.nn.RMSNorm``. Only ask for classes that compute
-    exactly this (not, say, ``(1 + weight)`` variants)."""
+    attribute become ``opbridge.nn.RMSNorm``. A class that computes something
+    else is refused by the probe check (see the module's documentation)."""
 
     def rule(parent: nn.Module, name: str, child: nn.Module):
         if not isinstance(child, classes):
@@ -107,9 +146,11 @@ def rms_norm_rule(*classes: type) -> Rule:
                 f"opbridge.patch: {type(child).__name__} at '{name}' was asked for as an RMSNorm "
                 "but lacks a 1-D weight parameter and an eps or variance_epsilon attribute"
             )
-        return {name: _rms_norm_from(weight, float(eps))}
+        return {name: _rms_norm_from(weight, float(eps), offset)}
 
     rule.rule_name = "RMSNorm-like: " + ", ".join(c.__name__ for c in classes)
+    if offset:
+        rule.rule_name += f" (offset {offset:g})"
     return rule
 
 
@@ -147,17 +188,95 @@ def _check_module(function: str, model: object) -> None:
         )
 
 
-def patch(model: nn.Module, *, rules: list[Rule] | None = None) -> nn.Module:
+def _feature_size(modules: list[nn.Module]) -> int:
+    first = modules[0]
+    if isinstance(first, nn.Linear):
+        return first.in_features
+    for param in first.parameters(recurse=False):
+        if param.dim() == 1:
+            return param.shape[0]
+    for param in first.parameters():
+        if param.dim() >= 1:
+            return param.shape[-1]
+    return 8
+
+
+def _dtype(modules: list[nn.Module]) -> torch.dtype | None:
+    for module in modules:
+        for param in module.parameters():
+            if param.is_meta:
+                return None
+            if param.is_floating_point():
+                return param.dtype
+    return torch.get_default_dtype()
+
+
+def _probe(originals: list[nn.Module], replacements: list[nn.Module]) -> str | None:
+    """None when the replacements compute what the originals do on every
+    probe the originals accept; else what differs."""
+    dtype = _dtype(originals)
+    if dtype is None:
+        return None  # meta parameters: nothing to run
+    size = _feature_size(originals)
+    rtol, atol = PROBE_TOLERANCE.get(dtype, PROBE_TOLERANCE[torch.float32])
+    generator = torch.Generator().manual_seed(0)
+    shapes = [(2, 3, size), (3, size), (2, size, *_PROBE_OTHER[1]), (*_PROBE_OTHER[0], size)]
+    device = next((p.device for m in originals for p in m.parameters()), torch.device("cpu"))
+    for shape in shapes:
+        x = torch.randn(shape, generator=generator, dtype=torch.float32).to(device, dtype)
+        try:
+            with torch.no_grad():
+                want = nn.Sequential(*originals)(x)
+        except Exception:
+            continue  # not an input the original takes
+        try:
+            with torch.no_grad():
+                got = nn.Sequential(*replacements)(x)
+        except Exception as error:
+            lines = str(error).strip().splitlines()
+            return (
+                f"on a probe of shape {list(shape)} the original ran, the replacement raised: "
+                f"{lines[0] if lines else type(error).__name__}"
+            )
+        if not isinstance(got, torch.Tensor) or not isinstance(want, torch.Tensor):
+            continue  # tuple outputs: compared by the caller's tests, not here
+        if got.shape != want.shape:
+            return (
+                f"on a probe of shape {list(shape)} the output shape is {list(got.shape)}, "
+                f"the original's {list(want.shape)}"
+            )
+        error = (got.double() - want.double()).abs()
+        bound = atol + rtol * want.double().abs()
+        if not bool((error <= bound).all()):
+            return (
+                f"on a probe of shape {list(shape)} ({str(dtype).removeprefix('torch.')}) the "
+                f"outputs differ by up to {error.max().item():.3g} (tolerance {atol:g} + "
+                f"{rtol:g} * |x|)"
+            )
+    return None  # also when no probe fits the original: nothing to compare
+
+
+def patch(
+    model: nn.Module, *, rules: list[Rule] | None = None, on_mismatch: str = "refuse"
+) -> nn.Module:
     """Replaces supported modules of ``model`` in place with opbridge ones and
     returns ``model``.
 
     Built-in rules: ``torch.nn.RMSNorm``; ``nn.GELU`` directly after a biased
     ``nn.Linear`` in an ``nn.Sequential``. ``rules`` are tried first (e.g.
     ``rms_norm_rule(LlamaRMSNorm)``). The model itself (the root) is never
-    replaced. What was replaced: ``model.opbridge_patch_summary`` (a
+    replaced. Each replacement is checked on probe inputs (see the module's
+    documentation): a mismatch raises :class:`PatchError`
+    (``on_mismatch="refuse"``, the default; nothing is replaced then) or
+    leaves that module as it was with a warning (``"skip"``). What was
+    replaced and left: ``model.opbridge_patch_summary`` (a
     :class:`PatchSummary`; print it for a table).
     """
     _check_module("patch", model)
+    if on_mismatch not in ("refuse", "skip"):
+        raise ValueError(
+            f"opbridge.patch: on_mismatch must be 'refuse' or 'skip', got {on_mismatch!r}"
+        )
     if rules is not None and not isinstance(rules, list | tuple):
         raise TypeError(
             f"opbridge.patch: rules must be a list of rules, got {type(rules).__name__}"
@@ -174,6 +293,7 @@ def patch(model: nn.Module, *, rules: list[Rule] | None = None) -> nn.Module:
     if records is None:
         records = []
         object.__setattr__(model, _RECORD_ATTR, records)
+    start = len(records)
 
     def walk(parent: nn.Module, prefix: str) -> None:
         replaced: set[str] = set()
@@ -184,6 +304,21 @@ def patch(model: nn.Module, *, rules: list[Rule] | None = None) -> nn.Module:
             for rule in all_rules:
                 changes = rule(parent, name, child)
                 if not changes:
+                    continue
+                order = [n for n in parent._modules if n in changes]
+                mismatch = _probe([parent._modules[n] for n in order], [changes[n] for n in order])
+                if mismatch is not None:
+                    path = prefix + name
+                    message = (
+                        f"opbridge.patch: {path} ({type(child).__name__}) by rule "
+                        f"'{_rule_name(rule)}' would change the model's numbers: {mismatch}"
+                    )
+                    if on_mismatch == "refuse":
+                        _restore(records[start:])
+                        del records[start:]
+                        raise PatchError(message)
+                    warnings.warn(message + "; left as it was", stacklevel=3)
+                    summary.skipped.append(Skipped(path, _rule_name(rule), mismatch))
                     continue
                 for child_name, new in changes.items():
                     original = parent._modules[child_name]
@@ -201,17 +336,22 @@ def patch(model: nn.Module, *, rules: list[Rule] | None = None) -> nn.Module:
     return model
 
 
+def _restore(records: list) -> list[Replacement]:
+    restored = []
+    for parent, child_name, record in reversed(records):
+        if parent._modules.get(child_name) is record.replacement:
+            setattr(parent, child_name, record.original)
+            restored.append(record)
+    return restored
+
+
 def unpatch(model: nn.Module) -> nn.Module:
     """Puts back every module that ``patch`` replaced in ``model`` (whose
     parameters were shared, so training since is kept) and returns ``model``;
     ``model.opbridge_patch_summary`` then lists what was restored."""
     _check_module("unpatch", model)
     records = getattr(model, _RECORD_ATTR, None) or []
-    summary = PatchSummary()
-    for parent, child_name, record in reversed(records):
-        if parent._modules.get(child_name) is record.replacement:
-            setattr(parent, child_name, record.original)
-            summary.replaced.append(record)
+    summary = PatchSummary(replaced=_restore(records))
     records.clear()
     object.__setattr__(model, SUMMARY_ATTR, summary)
     return model
