@@ -14,6 +14,7 @@ COMMANDS = {
     "doctor": "opbridge.doctor",
     "export": "opbridge.export_cli",
     "new-op": "opbridge.scaffold",
+    "package": "opbridge.package",
     "quantize": "opbridge.quantize",
     "verify": "opbridge.verify_cli",
 }
