@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Builds the wheel, installs it into a scratch virtual environment (the pinned
+# runtime dependencies, nothing from the build tree) and runs it there from
+# outside the checkout: a PyTorch call, a custom-route export and ONNX Runtime
+# with the wheel's library, which must find Highway inside the wheel.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+OUT="$ROOT/build/wheel"
+SCRATCH="$ROOT/build/wheel-venv"
+rm -rf "$OUT"
+"$VENV/bin/python" -m pip wheel -q --no-build-isolation --no-deps "$ROOT" -w "$OUT" \
+  -Cbuild-dir="$ROOT/build/wheel-build"
+wheel=("$OUT"/opbridge-*.whl)
+echo "[check_wheel] built $(basename "${wheel[0]}") ($(du -h "${wheel[0]}" | cut -f1))" >&2
+if [[ ! -x "$SCRATCH/bin/python" ]]; then
+  python3.11 -m venv "$SCRATCH"
+fi
+# The runtime dependencies at their pins (torch, onnx, onnxruntime, onnxscript,
+# numpy and what they pull), then the wheel itself without dependencies.
+"$SCRATCH/bin/python" -m pip install -q -r <(grep -E '^(torch|onnx|onnxruntime|onnxscript|onnx-ir|numpy|ml_dtypes|protobuf|typing_extensions|packaging|filelock|fsspec|Jinja2|MarkupSafe|networkx|sympy|mpmath|flatbuffers)==' "$ROOT/requirements.txt")
+"$SCRATCH/bin/python" -m pip install -q --force-reinstall --no-deps "${wheel[0]}"
+cd "$(mktemp -d)"
+"$SCRATCH/bin/python" - <<'PY'
+import os, subprocess, sys
+
+import numpy as np
+import torch
+
+import opbridge
+
+site = os.path.dirname(opbridge.__file__)
+assert site.startswith(sys.prefix), f"opbridge imported from {site}, not the scratch environment"
+library = opbridge.ort.get_library_path()
+linked = subprocess.run(["ldd", library], capture_output=True, text=True, check=True).stdout
+hwy = [line for line in linked.splitlines() if "libhwy" in line]
+assert hwy and all(site in line for line in hwy), f"Highway not taken from the wheel: {hwy}"
+
+x, w = torch.randn(4, 64), torch.rand(64) + 0.5
+y = opbridge.rms_norm(x, w)
+torch.testing.assert_close(y, x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w)
+model = opbridge.nn.RMSNorm(64).eval()
+proto = opbridge.onnx.export(model, (x,), route="custom", verbose=False)
+session = opbridge.ort.InferenceSession(proto)
+(got,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
+np.testing.assert_allclose(got, model(x).detach().numpy(), rtol=1e-5, atol=1e-5)
+print(f"[check_wheel] opbridge {opbridge.__version__} from {site}: torch op, custom-route "
+      f"export and ONNX Runtime run; Highway from the wheel ({hwy[0].split()[0]})")
+PY
