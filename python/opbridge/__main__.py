@@ -13,7 +13,7 @@ COMMANDS = {
     "docs": "opbridge.docs",
     "doctor": "opbridge.doctor",
     "new-op": "opbridge.scaffold",
-    "verify": "opbridge.verify_cli",
+    "verify": "opbridge.verify.cli",
 }
 
 
