@@ -24,7 +24,7 @@ import torch
 
 import opbridge
 from opbridge.bench import op_sizes
-from opbridge.binding import bind
+from opbridge.ort import bind
 from opbridge.demo import build_demo
 from opbridge.ops import card
 from opbridge.routes import Call, _OneCall

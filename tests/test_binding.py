@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import opbridge
-from opbridge.binding import bind
+from opbridge.ort import bind
 from opbridge.models import build_llama_block
 
 

@@ -83,7 +83,7 @@ class Clamp(torch.nn.Module):
 )
 def test_verify_refuses_a_negative_tolerance(name, value):
     with pytest.raises(ValueError, match=rf"{name} must be a number >= 0"):
-        opbridge.verify(Clamp(), (torch.ones(2, 3),), **{name: value})
+        opbridge.verify(Clamp(), (torch.ones(2, 3),), route="custom", **{name: value})
 
 
 def test_verify_fails_when_nothing_was_compared():

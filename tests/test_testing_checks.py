@@ -21,7 +21,7 @@ def test_bad_input_check_passes_for_builtin_ops(qualified):
 
 @pytest.mark.parametrize("route", ["custom", "standard", "ort"])
 def test_export_check_passes_for_a_builtin_op(route):
-    checks.check_export(card("rms_norm"), route, dynamo=True)
+    checks.check_export(card("rms_norm"), route=route, dynamo=True)
 
 
 def test_reference_check_fails_on_a_wrong_reference():
@@ -41,7 +41,7 @@ def test_export_check_fails_on_a_wrong_decomposition():
     register_card(broken)
     try:
         with pytest.raises(AssertionError):
-            checks.check_export(broken, "standard", dynamo=True)
+            checks.check_export(broken, route="standard", dynamo=True)
     finally:
         from opbridge.ops import _card
 

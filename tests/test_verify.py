@@ -23,7 +23,7 @@ from opbridge.verify import (
     default_session_factory,
     map_modules,
 )
-from opbridge.verify_cli import FactoryError, build_model
+from opbridge.verify.cli import FactoryError, build_model
 
 EXPORT_BATCH = 2
 DIVERGING_MODULE = "blocks.1.norm"
@@ -70,10 +70,7 @@ def demo():
 @pytest.fixture(scope="module")
 def custom_proto(demo):
     model, args = demo
-    batch = torch.export.Dim("batch", min=1)
-    return opbridge.onnx.export(
-        model, args, route="custom", dynamic_shapes=({0: batch},), verbose=False
-    )
+    return opbridge.onnx.export(model, args, route="custom", dynamic_batch=True, verbose=False)
 
 
 def _copy(proto: onnx.ModelProto) -> onnx.ModelProto:
@@ -248,7 +245,9 @@ def test_fault_results_differ_between_levels():
         session = default_session_factory(model_bytes, level)
         return _OffByFusion(session) if level in broken else session
 
-    report = opbridge.verify(model, args, session_factory=factory, batch_sizes=[EXPORT_BATCH])
+    report = opbridge.verify(
+        model, args, route="custom", session_factory=factory, batch_sizes=[EXPORT_BATCH]
+    )
 
     assert not report.passed
     assert report.fusion_problems == ["enable_extended", "enable_layout", "enable_all"]
@@ -355,7 +354,9 @@ def test_layers_without_value_info(demo, custom_proto):
 
 def test_legacy_exporter_degrades_layer_by_layer(demo):
     model, args = demo
-    report = opbridge.verify(model, args, dynamo=False, levels=["disable_all"], draws=1)
+    report = opbridge.verify(
+        model, args, route="custom", dynamo=False, levels=["disable_all"], draws=1
+    )
     assert report.passed, report.format()
     assert report.layer_mapping.startswith("unavailable")
     assert report.batch_sweep == "ran: 1, 2, 16"
@@ -395,9 +396,31 @@ def test_bad_arguments_are_named(demo):
     with pytest.raises(ValueError, match="route must be one of"):
         opbridge.verify(model, args, route="fast")
     with pytest.raises(ValueError, match=r"unknown optimization level\(s\) \['max'\]"):
-        opbridge.verify(model, args, levels=["max"])
+        opbridge.verify(model, args, route="custom", levels=["max"])
     with pytest.raises(FileNotFoundError, match="does not exist"):
         opbridge.verify(model, args, onnx_model="no/such/model.onnx")
+
+
+def test_route_is_required_to_export_and_must_match_a_given_model(demo, custom_proto):
+    model, args = demo
+    with pytest.raises(TypeError, match=r"route is required to export the model: pass route="):
+        opbridge.verify(model, args)
+    with pytest.raises(
+        ValueError,
+        match=r"route='standard' was given, but .* exported by route 'custom'; pass route='custom'",
+    ):
+        opbridge.verify(model, args, onnx_model=custom_proto, route="standard")
+    unmarked = _copy(custom_proto)
+    del unmarked.metadata_props[:]
+    with pytest.raises(ValueError, match=r"has no opbridge.route metadata .* pass route="):
+        opbridge.verify(model, args, onnx_model=unmarked)
+    # Given, the route decides which structure rules a model without metadata follows.
+    report = opbridge.verify(
+        model, args, onnx_model=unmarked, route="standard", levels=["disable_all"], layers=False
+    )
+    assert report.route == "standard"
+    checks = {c.name: c for c in report.structure}
+    assert checks["standard route: no opbridge node"].status == FAIL
 
 
 # ---------------------------------------------------------------- metrics
@@ -446,6 +469,13 @@ def test_factory_errors_name_expected_and_given(tmp_path):
 def test_cli_bad_factory_exits_2(capsys):
     assert main(["verify", "no_colon_here"]) == 2
     assert "expected 'path/to/file.py:function'" in capsys.readouterr().err
+
+
+def test_cli_needs_a_route_to_export(tmp_path, capsys):
+    factory = tmp_path / "models.py"
+    factory.write_text(FACTORY_SOURCE)
+    assert main(["verify", f"{factory}:make"]) == 2
+    assert "--route is required to export the model" in capsys.readouterr().err
 
 
 def test_cli_passing_model_json_to_stdout(tmp_path, capsys):

@@ -16,7 +16,7 @@ COMMANDS = {
     "new-op": "opbridge.scaffold",
     "package": "opbridge.package",
     "quantize": "opbridge.quantize",
-    "verify": "opbridge.verify_cli",
+    "verify": "opbridge.verify.cli",
 }
 
 

@@ -54,7 +54,15 @@ from opbridge.ops.rms_norm import composite as rms_norm_composite
 HELP = "benchmark the operators and the demo model against PyTorch and ONNX Runtime alternatives"
 
 TORCH_IMPLS = ("torch_composite", "torch_builtin", "torch_compile", "opbridge_torch")
-ORT_IMPLS = ("ort_standard", "ort_standard_nofusion", "ort_custom")
+# Each ONNX Runtime implementation: the route its model is exported by and
+# the session's graph optimization level.
+ORT_SETTINGS = {
+    "ort_standard": ("standard", "enable_all"),
+    "ort_standard_nofusion": ("standard", "disable_all"),
+    "ort_custom": ("custom", "enable_all"),
+}
+ORT_IMPLS = tuple(ORT_SETTINGS)
+ORT_ROUTES = tuple(dict.fromkeys(route for route, _ in ORT_SETTINGS.values()))
 IMPLS = TORCH_IMPLS + ORT_IMPLS
 DTYPES = {
     "float32": torch.float32,
@@ -232,37 +240,21 @@ def tensors_of(args: tuple) -> tuple:
 # ---------------------------------------------------------------- ONNX Runtime
 
 
-def export_onnx(module: nn.Module, args: tuple, route: str, dynamic_batch: bool = False) -> bytes:
-    """Exports with the legacy exporter (quick); optionally with a dynamic
-    first dimension of the first input."""
+def export_onnx(module: nn.Module, args: tuple, *, route: str) -> bytes:
+    """Exports by ``route`` with the legacy exporter (quick), static shapes
+    as a deployed model would usually have."""
     names = [f"input_{i}" for i in range(len(args))]
-    dynamic_axes = {names[0]: {0: "batch"}} if dynamic_batch else None
     with contextlib.redirect_stdout(io.StringIO()):
         proto = opbridge.onnx.export(
-            module,
-            args,
-            route=route,
-            dynamo=False,
-            input_names=names,
-            output_names=["y"],
-            dynamic_axes=dynamic_axes,
+            module, args, route=route, dynamo=False, input_names=names, output_names=["y"]
         )
     return proto.SerializeToString()
 
 
 def ort_session(model: bytes, impl: str, threads: int):
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.graph_optimization_level = (
-        ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-        if impl == "ort_standard_nofusion"
-        else ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    )
-    return opbridge.ort.InferenceSession(model, sess_options=options)
+    """A session for ONNX Runtime implementation ``impl`` at ``threads`` intra-op threads."""
+    _, level = ORT_SETTINGS[impl]
+    return opbridge.ort.InferenceSession(model, optimization_level=level, threads=threads)
 
 
 def ort_runner(session, args: tuple) -> Callable[[], object]:
@@ -270,6 +262,21 @@ def ort_runner(session, args: tuple) -> Callable[[], object]:
         meta.name: a.detach().numpy() for meta, a in zip(session.get_inputs(), args, strict=True)
     }
     return lambda: session.run(None, feed)
+
+
+def ort_impls(
+    models: dict[str, bytes], want: set[str], threads: int, args: tuple, log, label: str
+) -> dict[str, Callable[[], object]]:
+    """The wanted ONNX Runtime implementations whose route exported, each a
+    no-argument call on the tensors ``args``."""
+    fns = {}
+    for impl, (route, _) in ORT_SETTINGS.items():
+        if impl in want and route in models:
+            try:
+                fns[impl] = ort_runner(ort_session(models[route], impl, threads), args)
+            except Exception as error:
+                log(f"  {label} {impl}: no session ({error})")
+    return fns
 
 
 # ---------------------------------------------------------------- demo model
@@ -438,12 +445,12 @@ def export_models(
     (``failed`` holds those routes)."""
     models = {}
     foreign = "::" in case.name
-    for route in ("standard", "custom"):
+    for route in ORT_ROUTES:
         if route in failed:
             continue
         try:
             with native_stdout_silenced() if foreign else contextlib.nullcontext():
-                models[route] = export_onnx(case.module(example), tensors_of(example), route)
+                models[route] = export_onnx(case.module(example), tensors_of(example), route=route)
         except Exception as error:
             if not foreign:
                 log(f"  export {label} {route}: failed ({error})")
@@ -485,15 +492,9 @@ def run_benchmark(settings: Settings, log=print) -> dict:
                     args = case.inputs(shape, DTYPES[dtype])
                     meta = dict(op=case.name, shape=shape, dtype=dtype, threads=threads)
                     fns = torch_impls(case, want, lambda fn, args=args: lambda: fn(*args))
-                    for impl in ORT_IMPLS:
-                        route = "custom" if impl == "ort_custom" else "standard"
-                        if impl in want and route in models:
-                            try:
-                                fns[impl] = ort_runner(
-                                    ort_session(models[route], impl, threads), tensors_of(args)
-                                )
-                            except Exception as error:
-                                log(f"  {case.name} {dtype} {impl}: no session ({error})")
+                    fns |= ort_impls(
+                        models, want, threads, tensors_of(args), log, f"{case.name} {dtype}"
+                    )
                     label = f"{case.name} {size_name} {shape} {dtype} {threads}t fwd"
                     with torch.no_grad():
                         run_case(
@@ -547,8 +548,8 @@ def run_model(settings: Settings, want: set[str], log, results: list[Result]) ->
         models = {}
         if want & set(ORT_IMPLS):
             example = (torch.randn(shape),)
-            for route in ("standard", "custom"):
-                models[route] = export_onnx(variants["opbridge_torch"], example, route)
+            for route in ORT_ROUTES:
+                models[route] = export_onnx(variants["opbridge_torch"], example, route=route)
         for threads in settings.thread_counts:
             torch.set_num_threads(threads)
             x = torch.randn(shape)
@@ -556,10 +557,7 @@ def run_model(settings: Settings, want: set[str], log, results: list[Result]) ->
             for impl in TORCH_IMPLS:
                 if impl in want:
                     fns[impl] = lambda m=variants[impl], x=x: m(x)
-            for impl in ORT_IMPLS:
-                route = "custom" if impl == "ort_custom" else "standard"
-                if impl in want:
-                    fns[impl] = ort_runner(ort_session(models[route], impl, threads), (x,))
+            fns |= ort_impls(models, want, threads, (x,), log, f"demo_model {size_name}")
             meta = dict(op="demo_model", shape=list(shape), dtype="float32", threads=threads)
             label = f"demo_model {size_name} {list(shape)} {threads}t fwd"
             with torch.no_grad():

@@ -16,7 +16,7 @@ HELP = "export a model to ONNX by a route (auto: the fastest route per operator 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     from opbridge.onnx import DEFAULT_OPSET, ROUTES
-    from opbridge.verify_cli import FACTORY_FORM
+    from opbridge.verify.cli import FACTORY_FORM
 
     parser.add_argument("model", help=f"the model: {FACTORY_FORM}")
     parser.add_argument("output", type=Path, help="where to write the ONNX model")
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from opbridge.onnx import ExportError, export
     from opbridge.routes import choose
     from opbridge.verify import verify
-    from opbridge.verify_cli import FactoryError, build_model
+    from opbridge.verify.cli import FactoryError, build_model
 
     if args.no_library and args.route == "custom":
         print("opbridge export: --no-library cannot take --route custom", file=sys.stderr)

@@ -134,7 +134,7 @@ def demo_report(out_dir: Path, seed: int = 0) -> tuple[list[str], float]:
                 args,
                 path,
                 route=route,
-                dynamic_shapes=({0: torch.export.Dim("batch")},),
+                dynamic_batch=True,
                 verbose=False,
             )
             session = obort.InferenceSession(str(path))

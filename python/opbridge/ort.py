@@ -85,23 +85,87 @@ def libraries_for(model: Any) -> list[Library]:
     return needed
 
 
-def InferenceSession(path_or_bytes: str | bytes | os.PathLike, **kwargs: Any):
+# ONNX Runtime's graph optimization levels, least to most, by opbridge's name
+# for each; ORT_ENABLE_LAYOUT only exists in newer runtimes.
+OPTIMIZATION_LEVELS = {
+    "disable_all": "ORT_DISABLE_ALL",
+    "enable_basic": "ORT_ENABLE_BASIC",
+    "enable_extended": "ORT_ENABLE_EXTENDED",
+    "enable_layout": "ORT_ENABLE_LAYOUT",
+    "enable_all": "ORT_ENABLE_ALL",
+}
+
+
+def available_levels() -> list[str]:
+    """The optimization levels the installed ONNX Runtime has, least to most."""
+    import onnxruntime
+
+    members = onnxruntime.GraphOptimizationLevel.__members__
+    return [name for name, enum in OPTIMIZATION_LEVELS.items() if enum in members]
+
+
+def level_enum(name: str):
+    """The ``onnxruntime.GraphOptimizationLevel`` of a level named as in
+    :data:`OPTIMIZATION_LEVELS`; a ValueError naming the installed runtime's
+    levels for any other name."""
+    import onnxruntime
+
+    known = available_levels()
+    if name not in known:
+        raise ValueError(
+            f"opbridge.ort: unknown optimization level {name!r}; expected one of {known} "
+            f"(onnxruntime {onnxruntime.__version__})"
+        )
+    return getattr(onnxruntime.GraphOptimizationLevel, OPTIMIZATION_LEVELS[name])
+
+
+def InferenceSession(
+    path_or_bytes: str | bytes | os.PathLike,
+    *,
+    optimization_level: str | None = None,
+    threads: int | None = None,
+    **kwargs: Any,
+):
     """An ``onnxruntime.InferenceSession`` with opbridge's library registered,
     and the library of every other custom domain the model uses.
 
-    Takes the same arguments; ``sess_options`` (if given) gets the libraries
-    added. A ``ModelProto`` is accepted too. A model ONNX Runtime cannot
-    read (a truncated file, an IR version newer than the runtime's, a domain
-    version the loaded library lacks) gets an error that says what to change.
+    ``optimization_level`` names the graph optimization level (one of
+    :func:`available_levels`: ``"disable_all"`` ... ``"enable_all"``);
+    ``threads`` is the intra-op thread count, with one inter-op thread and
+    sequential execution (a kernel's parallel-for gets ``threads`` workers).
+    Either one left at None keeps ONNX Runtime's default, or the setting of
+    ``sess_options`` when that is given.
+
+    Takes ``onnxruntime.InferenceSession``'s other arguments; ``sess_options``
+    (if given) is the base: it gets the libraries added and the level and
+    threads asked for here. A ``ModelProto`` is accepted too. A model ONNX
+    Runtime cannot read (a truncated file, an IR version newer than the
+    runtime's, a domain version the loaded library lacks) gets an error that
+    says what to change.
     """
     import onnxruntime
 
+    level = level_enum(optimization_level) if optimization_level is not None else None
+    if threads is not None and (
+        isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
+    ):
+        raise ValueError(
+            f"opbridge.ort.InferenceSession: threads must be an int >= 1 (or None for ONNX "
+            f"Runtime's default), got {threads!r}"
+        )
     if hasattr(path_or_bytes, "SerializeToString"):
         path_or_bytes = path_or_bytes.SerializeToString()
     elif isinstance(path_or_bytes, os.PathLike):
         path_or_bytes = os.fspath(path_or_bytes)
     needed = libraries_for(path_or_bytes)
-    kwargs["sess_options"] = session_options(kwargs.get("sess_options"), needed)
+    options = session_options(kwargs.get("sess_options"), needed)
+    if level is not None:
+        options.graph_optimization_level = level
+    if threads is not None:
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+    kwargs["sess_options"] = options
     kwargs.setdefault("providers", ["CPUExecutionProvider"])
     try:
         return onnxruntime.InferenceSession(path_or_bytes, **kwargs)

@@ -84,7 +84,7 @@ def load_samples(source: Any, input_names: list[str]) -> list[dict[str, np.ndarr
                 {n: np.ascontiguousarray(data[n][i]) for n in input_names} for i in range(count)
             ]
     if isinstance(source, str):
-        from opbridge.verify_cli import load_factory
+        from opbridge.verify.cli import load_factory
 
         source = load_factory(source)()
     samples = []
@@ -383,7 +383,7 @@ def run(args: argparse.Namespace) -> int:
         f"samples): {quantized} Q/DQ nodes, {result.library_nodes} library nodes left in float"
     )
     if args.dataset:
-        from opbridge.verify_cli import build_model
+        from opbridge.verify.cli import build_model
 
         torch_model, _ = build_model(args.torch_model)
         torch_model.eval()

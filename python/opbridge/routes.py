@@ -191,16 +191,10 @@ def ort_timer(threads: int | None = None) -> Timer:
     after ``WARMUP``, in milliseconds."""
     import time
 
-    import onnxruntime
-
     from opbridge.ort import InferenceSession
 
     def timer(op: str, route: str, model: bytes, feeds: dict) -> float:
-        options = onnxruntime.SessionOptions()
-        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-        if threads is not None:
-            options.intra_op_num_threads = threads
-        session = InferenceSession(model, sess_options=options)
+        session = InferenceSession(model, optimization_level="enable_all", threads=threads)
         for _ in range(WARMUP):
             session.run(None, feeds)
         times = []

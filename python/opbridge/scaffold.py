@@ -316,7 +316,7 @@ def test_compile():
 @pytest.mark.parametrize("dynamo", [True, False], ids=["dynamo", "legacy"])
 @pytest.mark.parametrize("route", ["custom", "standard"])
 def test_export_runs_in_onnx_runtime(route, dynamo):
-    checks.check_export(CARD, route, dynamo=dynamo)
+    checks.check_export(CARD, route=route, dynamo=dynamo)
 
 
 def test_bad_input():

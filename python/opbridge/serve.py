@@ -26,14 +26,9 @@ class OpbridgeModel:
     """One replica: a session over the model, run per request."""
 
     def __init__(self, model: str | bytes, threads: int):
-        import onnxruntime
-
         from opbridge.ort import InferenceSession
 
-        options = onnxruntime.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        self.session = InferenceSession(model, sess_options=options)
+        self.session = InferenceSession(model, threads=threads)
         self.inputs = [i.name for i in self.session.get_inputs()]
         self.outputs = [o.name for o in self.session.get_outputs()]
         self.threads = threads

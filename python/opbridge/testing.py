@@ -156,7 +156,7 @@ def export_sample(card, sample=None, *, route: str, dynamo: bool = True, opset: 
     return proto, module, inputs
 
 
-def check_export(card, route: str, *, dynamo: bool = True, opset: int = 18) -> None:
+def check_export(card, *, route: str, dynamo: bool = True, opset: int = 18) -> None:
     """Exports the op's typical sample by ``route``: the checker passes, the
     custom route has exactly the op's node with the spec's attributes, the
     other routes none of the library's nodes, and ONNX Runtime (a stock
@@ -166,7 +166,7 @@ def check_export(card, route: str, *, dynamo: bool = True, opset: int = 18) -> N
 
     from opbridge.onnx import LIBRARY_FREE_ROUTES
     from opbridge.ops._contrib import check_model
-    from opbridge.ort import InferenceSession
+    from opbridge.ort import OPTIMIZATION_LEVELS, InferenceSession
 
     library = _library(card)
     spec = _spec(card)
@@ -184,19 +184,17 @@ def check_export(card, route: str, *, dynamo: bool = True, opset: int = 18) -> N
         assert not custom, f"{card.name}: the {route} route left {len(custom)} custom nodes"
     expected = _as_tuple(module(*inputs))
     feeds = {i.name: t.numpy() for i, t in zip(proto.graph.input, inputs, strict=False)}
-    levels = (
-        onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL,
-        onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL,
-    )
-    for level in levels:
-        options = onnxruntime.SessionOptions()
-        options.graph_optimization_level = level
+    for level in ("disable_all", "enable_all"):
         if route in LIBRARY_FREE_ROUTES:
+            options = onnxruntime.SessionOptions()
+            options.graph_optimization_level = getattr(
+                onnxruntime.GraphOptimizationLevel, OPTIMIZATION_LEVELS[level]
+            )
             session = onnxruntime.InferenceSession(
                 proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
             )
         else:
-            session = InferenceSession(proto, sess_options=options)
+            session = InferenceSession(proto, optimization_level=level)
         outputs = session.run(None, feeds)
         for got, want in zip(outputs, expected, strict=True):
             np.testing.assert_allclose(

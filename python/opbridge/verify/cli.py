@@ -10,6 +10,8 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from opbridge.onnx import ROUTES
+
 FACTORY_FORM = "'path/to/file.py:function' (a function returning (model, example_inputs)) or 'demo'"
 
 HELP = "prove a model computes the same numbers in PyTorch and ONNX Runtime, layer by layer"
@@ -116,7 +118,12 @@ def _int_list(text: str) -> list[int]:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", help=f"the model: {FACTORY_FORM}")
-    parser.add_argument("--route", choices=["custom", "standard"], default="custom")
+    parser.add_argument(
+        "--route",
+        choices=ROUTES,
+        default=None,
+        help="the export route (required unless --onnx gives the model; then its metadata's)",
+    )
     parser.add_argument(
         "--onnx", type=Path, default=None, help="verify this ONNX file as is instead of exporting"
     )
@@ -174,6 +181,13 @@ def run(args: argparse.Namespace) -> int:
         model, example = build_model(args.model)
     except FactoryError as error:
         print(f"opbridge verify: error: {error}", file=sys.stderr)
+        return 2
+    if args.route is None and args.onnx is None:
+        print(
+            f"opbridge verify: error: --route is required to export the model (one of "
+            f"{', '.join(ROUTES)}), or --onnx to verify a saved model",
+            file=sys.stderr,
+        )
         return 2
     try:
         report = verify(

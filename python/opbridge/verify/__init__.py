@@ -1,0 +1,75 @@
+"""Proves that a model computes the same numbers in PyTorch and ONNX Runtime.
+
+:func:`verify` exports a model by the route the caller names (or takes an
+ONNX model as given), checks its structure against the opbridge specs, and
+compares ONNX Runtime with PyTorch:
+
+* the final outputs, element by element: ``|ort - torch| <= atol + rtol * |torch|``;
+* layer by layer: the output of every named submodule (a forward hook in
+  PyTorch) against the value the exporter produced for that module (the
+  output of the last node in the module's scope, exposed as an extra graph
+  output), so the first module whose output diverges is named;
+* sweeps that expose silent failures: every ONNX Runtime graph optimization
+  level (a level whose results differ from ``disable_all`` is a fusion
+  problem), batch sizes 1, the export batch and a large one, and several input
+  draws (random, or the caller's own).
+
+The result is a :class:`VerificationReport`: ``report.passed``,
+``report.first_divergence``, a terminal table (``str(report)``), JSON
+(``report.to_json()``) and a per-layer error plot (``report.plot(path)``).
+
+Modules by concern: :mod:`~opbridge.verify.core` (the run),
+:mod:`~opbridge.verify.report`, :mod:`~opbridge.verify.comparison`,
+:mod:`~opbridge.verify.structure`, :mod:`~opbridge.verify.layers`,
+:mod:`~opbridge.verify.sweeps`, :mod:`~opbridge.verify.formatting` and
+:mod:`~opbridge.verify.cli` (``opbridge verify``).
+"""
+
+from opbridge.ort import OPTIMIZATION_LEVELS as LEVEL_ENUMS
+from opbridge.ort import available_levels
+from opbridge.verify.comparison import (
+    DEFAULT_TOLERANCE,
+    DEFAULT_TOLERANCE_FLOAT64,
+    Comparison,
+    Stats,
+    compare,
+)
+from opbridge.verify.core import SessionFactory, default_session_factory, verify
+from opbridge.verify.layers import map_modules
+from opbridge.verify.report import (
+    FAIL,
+    NOT_APPLICABLE,
+    PASS,
+    WARN,
+    Cell,
+    Check,
+    LayerResult,
+    VerificationReport,
+)
+from opbridge.verify.sweeps import BASE_LEVEL, DEFAULT_LEVEL, LARGE_BATCH_MIN, load_inputs
+
+__all__ = [
+    "BASE_LEVEL",
+    "DEFAULT_LEVEL",
+    "DEFAULT_TOLERANCE",
+    "DEFAULT_TOLERANCE_FLOAT64",
+    "FAIL",
+    "LARGE_BATCH_MIN",
+    "LEVEL_ENUMS",
+    "NOT_APPLICABLE",
+    "PASS",
+    "WARN",
+    "Cell",
+    "Check",
+    "Comparison",
+    "LayerResult",
+    "SessionFactory",
+    "Stats",
+    "VerificationReport",
+    "available_levels",
+    "compare",
+    "default_session_factory",
+    "load_inputs",
+    "map_modules",
+    "verify",
+]

@@ -1,0 +1,235 @@
+"""Layer by layer: each named submodule's output in PyTorch (a forward hook)
+against the ONNX value the exporter produced for it (the output of the last
+node in the module's scope, exposed as an extra graph output)."""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from opbridge.verify.comparison import Tolerance, compare, worse
+from opbridge.verify.report import FAIL, NOT_APPLICABLE, PASS, LayerResult, one_line
+from opbridge.verify.sweeps import BASE_LEVEL, leaves, to_numpy
+
+SCOPES_KEY = "pkg.torch.onnx.name_scopes"
+_NAMESPACE_KEY = "namespace"
+
+
+def map_modules(model) -> dict[str, list[str]] | None:
+    """Module path -> the outputs of the last node exported in that module's
+    scope (that module's output); None when the model has no scope metadata."""
+    last = {}
+    seen_metadata = False
+    for node in model.graph.node:
+        scopes = _node_scopes(node)
+        if scopes is None:
+            continue
+        seen_metadata = True
+        for scope in scopes:
+            last[scope] = [name for name in node.output if name]
+    return last if seen_metadata else None
+
+
+def _node_scopes(node) -> list[str] | None:
+    """The module paths a node was exported under, outermost first (without
+    the root), from the dynamo exporter's metadata; None without it."""
+    props = {p.key: p.value for p in node.metadata_props}
+    raw = props.get(SCOPES_KEY)
+    if raw is not None:
+        try:
+            scopes = ast.literal_eval(raw)
+        except (ValueError, SyntaxError):
+            return None
+        # The last entry names the FX node itself, not a module.
+        paths = scopes[:-1]
+    elif _NAMESPACE_KEY in props:
+        paths = [part.split(": ")[0] for part in props[_NAMESPACE_KEY].split("/")[:-1]]
+    else:
+        return None
+    # A module called again is scoped "name@1" by some exporter versions.
+    return [re.sub(r"@\d+$", "", p) for p in paths if p]
+
+
+class Recorder:
+    """Forward hooks on every named submodule; the latest output of each, in
+    the order the modules finished (a module called twice keeps its last call).
+    A context manager: the hooks come off on exit."""
+
+    def __init__(self, model: torch.nn.Module):
+        self.outputs: dict[str, list[torch.Tensor]] = {}
+        self.handles = [
+            module.register_forward_hook(self._hook(name))
+            for name, module in model.named_modules()
+            if name
+        ]
+
+    def _hook(self, name: str):
+        def hook(_module, _args, output):
+            self.outputs.pop(name, None)
+            self.outputs[name] = [t.detach().clone() for t in leaves(output)]
+
+        return hook
+
+    def close(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+    def __enter__(self) -> Recorder:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def record(model: torch.nn.Module, args: tuple) -> tuple[Any, Recorder]:
+    """Runs ``model`` on ``args`` with every module's output recorded; returns
+    the model's output and the recorder."""
+    with Recorder(model) as recorder, torch.no_grad():
+        output = model(*args)
+    return output, recorder
+
+
+@dataclass
+class LayerCheck:
+    """The model with module outputs exposed, its sessions by level, what maps
+    modules to ONNX values, and the result of each module so far."""
+
+    model_bytes: bytes
+    sessions: dict[str, Any]  # level -> session
+    order: list[str]  # modules in the order they finished in PyTorch
+    mapping: dict[str, list[str]]  # module -> ONNX values
+    exposed: set[str]  # values the instrumented model outputs
+    results: dict[str, LayerResult]
+
+    @classmethod
+    def prepare(
+        cls, proto, model: torch.nn.Module, args: tuple, factory: Callable[[bytes, str], Any]
+    ) -> tuple[LayerCheck | None, str]:
+        """The check for ``proto`` (None where layer by layer cannot run) and
+        the report's line saying what is mapped, or why nothing is."""
+        import onnx
+
+        mapping = map_modules(proto)
+        if mapping is None:
+            return None, (
+                "unavailable: the model carries no exporter scope metadata "
+                f"({SCOPES_KEY}); export with the dynamo exporter to compare layer by layer"
+            )
+        _, recorder = record(model, args)
+        order = list(recorder.outputs)
+        torch_types = {}
+        for module in order:
+            for name, tensor in zip(
+                mapping.get(module, []), recorder.outputs[module], strict=False
+            ):
+                np_dtype = to_numpy(tensor[:0] if tensor.dim() else tensor).dtype
+                torch_types[name] = onnx.helper.np_dtype_to_tensor_dtype(np_dtype)
+        wanted = [name for module in order for name in mapping.get(module, [])]
+        instrumented, exposed = _instrument(proto, wanted, torch_types)
+        model_bytes = instrumented.SerializeToString()
+        try:
+            session = factory(model_bytes, BASE_LEVEL)
+        except Exception as error:
+            return None, (
+                f"unavailable: ONNX Runtime could not load the model with module outputs "
+                f"exposed ({one_line(error)})"
+            )
+        mapped = [m for m in order if mapping.get(m) and set(mapping[m]) <= exposed]
+        check = cls(model_bytes, {BASE_LEVEL: session}, order, mapping, exposed, {})
+        check.results = {module: check._initial_result(module) for module in order}
+        return check, (
+            f"available: {len(mapped)} of {len(order)} modules mapped to ONNX values "
+            f"(the last node in each module's scope)"
+        )
+
+    def _initial_result(self, module: str) -> LayerResult:
+        values = self.mapping.get(module, [])
+        if not values:
+            detail = "no ONNX node carries this module's scope"
+            return LayerResult(module, [], NOT_APPLICABLE, detail=detail)
+        if not set(values) <= self.exposed:
+            detail = "the ONNX value's type is unknown; it cannot be exposed"
+            return LayerResult(module, values, NOT_APPLICABLE, detail=detail)
+        return LayerResult(module, values, PASS)
+
+    def compare(
+        self,
+        values: dict[str, Any],
+        recorder: Recorder,
+        tolerance: Tolerance,
+        case: str,
+        level: str,
+    ) -> None:
+        """Compares the instrumented model's ``values`` (one run of ``case`` at
+        ``level``) with the module outputs ``recorder`` holds for that case."""
+        for module, result in self.results.items():
+            if result.status == NOT_APPLICABLE:
+                continue
+            tensors = recorder.outputs.get(module, [])
+            names = self.mapping[module]
+            if len(tensors) != len(names):
+                result.status = NOT_APPLICABLE
+                result.detail = (
+                    f"{len(tensors)} tensors in PyTorch, {len(names)} outputs of the last ONNX node"
+                )
+                continue
+            for name, tensor in zip(names, tensors, strict=True):
+                want = to_numpy(tensor)
+                comparison = compare(name, values[name], want, *tolerance.of(want))
+                if worse(result.worst, comparison):
+                    result.worst, result.case, result.level = comparison, case, level
+                if not comparison.passed:
+                    result.status = FAIL
+
+    @property
+    def first_divergence(self) -> str | None:
+        """The first module, in execution order, whose output diverges."""
+        return next((r.module for r in self.results.values() if r.status == FAIL), None)
+
+
+def _value_types(model) -> dict[str, int]:
+    """Value name -> ONNX element type, from the graph's value_info or, failing
+    that, shape inference."""
+    import onnx
+
+    def collect(graph) -> dict[str, int]:
+        found = {}
+        for info in [*graph.value_info, *graph.input, *graph.output]:
+            elem = info.type.tensor_type.elem_type
+            if elem:
+                found[info.name] = elem
+        return found
+
+    types = collect(model.graph)
+    produced = {name for node in model.graph.node for name in node.output if name}
+    if not produced <= types.keys():
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model)
+            types = {**collect(inferred.graph), **types}
+        except Exception:
+            pass
+    return types
+
+
+def _instrument(model, values: list[str], torch_types: dict[str, int]):
+    """A copy of ``model`` that also outputs ``values``, and the names it outputs."""
+    import onnx
+
+    instrumented = onnx.ModelProto()
+    instrumented.CopyFrom(model)
+    existing = {o.name for o in instrumented.graph.output}
+    types = _value_types(model)
+    for name in values:
+        if name in existing:
+            continue
+        elem = types.get(name) or torch_types.get(name)
+        if elem is None:
+            continue
+        instrumented.graph.output.append(onnx.helper.make_tensor_value_info(name, elem, None))
+        existing.add(name)
+    return instrumented, existing

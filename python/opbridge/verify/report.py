@@ -1,0 +1,178 @@
+"""What a verification found: the checks, runs and per-layer results, the
+list of failures, and the report as JSON."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any
+
+from opbridge._library import VERSION
+from opbridge.ort import OPTIMIZATION_LEVELS
+from opbridge.verify.comparison import Comparison, describe, format_error
+from opbridge.verify.sweeps import BASE_LEVEL
+
+# Statuses of a check, a sweep cell or a layer.
+PASS, FAIL, WARN, NOT_APPLICABLE = "pass", "fail", "warn", "n/a"
+
+
+@dataclass
+class Check:
+    name: str
+    status: str  # pass, fail, warn or n/a
+    detail: str
+
+
+@dataclass
+class Cell:
+    """One run: an input case at one optimization level, all outputs compared."""
+
+    case: str
+    batch: int | None
+    level: str
+    status: str
+    max_abs_err: float
+    max_rel_err: float
+    # Against the same case at BASE_LEVEL (None for BASE_LEVEL itself).
+    max_abs_diff_vs_base: float | None = None
+    error: str = ""
+
+
+@dataclass
+class LayerResult:
+    """A named submodule's output, PyTorch against the ONNX value mapped to it."""
+
+    module: str
+    onnx_values: list[str]
+    status: str  # pass, fail, or n/a when it could not be compared
+    # The worst comparison over every case and level that ran layer by layer.
+    worst: Comparison | None = None
+    case: str = ""
+    level: str = ""
+    detail: str = ""
+
+
+@dataclass
+class VerificationReport:
+    """What :func:`opbridge.verify` found; ``passed`` is True only when everything agreed."""
+
+    passed: bool
+    route: str
+    rtol: float  # for every output dtype but float64
+    atol: float
+    model_source: str  # "exported (...)" or where the given model came from
+    structure: list[Check] = field(default_factory=list)
+    inputs: list[dict] = field(default_factory=list)
+    outputs_info: list[dict] = field(default_factory=list)
+    # Final outputs: the example inputs at DEFAULT_LEVEL.
+    outputs: list[Comparison] = field(default_factory=list)
+    levels: list[str] = field(default_factory=list)
+    cells: list[Cell] = field(default_factory=list)
+    fusion_problems: list[str] = field(default_factory=list)
+    batch_sweep: str = ""  # "ran: 1, 4, 16" or why it did not apply
+    layer_mapping: str = ""  # "available (...)" or why layer-by-layer did not run
+    layers: list[LayerResult] = field(default_factory=list)
+    first_divergence: str | None = None
+    errors: list[str] = field(default_factory=list)
+    # For float64 outputs (the same as rtol/atol when those were given).
+    rtol_float64: float = 0.0
+    atol_float64: float = 0.0
+    onnx_model: Any = field(default=None, repr=False)
+
+    @property
+    def max_abs_err(self) -> float:
+        """The largest final-output error over every run (case and level)."""
+        return max((c.max_abs_err for c in self.cells), default=float("nan"))
+
+    @property
+    def layers_compared(self) -> int:
+        return sum(r.worst is not None for r in self.layers)
+
+    @property
+    def first_divergence_layer(self) -> LayerResult | None:
+        return next((r for r in self.layers if r.module == self.first_divergence), None)
+
+    def failures(self) -> list[str]:
+        """One line per kind of failure, most telling first."""
+        lines = [f"structure: {c.name}: {c.detail}" for c in self.structure if c.status == FAIL]
+        lines += [f"final output {c.name}: {describe(c)}" for c in self.outputs if not c.passed]
+        crashed = [c for c in self.cells if c.status == FAIL and c.error]
+        lines += [f"run {c.case} at {c.level}: {c.error}" for c in crashed]
+        off = [c for c in self.cells if c.status == FAIL and not c.error]
+        if off:
+            worst = max(off, key=lambda c: c.max_abs_err)
+            lines.append(
+                f"runs: {len(off)} of {len(self.cells)} (case, level) runs out of tolerance; "
+                f"worst {worst.case} at {worst.level}, max abs err "
+                f"{format_error(worst.max_abs_err)}"
+            )
+        lines += [
+            f"fusion problem at {level} ({OPTIMIZATION_LEVELS[level]}): results differ from "
+            f"{BASE_LEVEL}"
+            for level in self.fusion_problems
+        ]
+        diverging = [r for r in self.layers if r.status == FAIL]
+        if diverging:
+            first = diverging[0]
+            lines.append(
+                f"layers: {len(diverging)} modules diverge; first {first.module} "
+                f"({first.case}, {first.level}): {describe(first.worst)}"
+            )
+        lines += [f"error: {e}" for e in self.errors]
+        return lines
+
+    # -------------------------------------------------------------- output
+
+    def to_dict(self) -> dict:
+        """Everything in the report as JSON-ready values (non-finite floats as strings)."""
+        data = {
+            f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "onnx_model"
+        }
+        data["opbridge_version"] = VERSION
+        data["failures"] = self.failures()
+        return _json_safe(data)
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+
+    def format(self) -> str:
+        """The report as a terminal table."""
+        from opbridge.verify.formatting import format_report
+
+        return "\n".join(format_report(self))
+
+    def __str__(self) -> str:
+        return self.format()
+
+    def plot(self, path: str | os.PathLike) -> None:
+        """Per-layer error on a log scale, first divergence marked (PNG, needs matplotlib)."""
+        from opbridge.verify.formatting import plot
+
+        plot(self, Path(path))
+
+
+def one_line(error: BaseException) -> str:
+    """An exception as one line for the report: its type and its first 500 characters."""
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text[:500]}"
+
+
+def _plain(value: Any) -> Any:
+    if is_dataclass(value):
+        return asdict(value)
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _json_safe(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value

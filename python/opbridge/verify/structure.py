@@ -1,0 +1,223 @@
+"""Checks of an ONNX model's structure before any number is compared:
+``onnx.checker``, opset imports, the route's rule for library nodes, every
+library node against its operator's spec, opbridge metadata against the
+loaded library, and graph inputs and outputs against PyTorch's."""
+
+from __future__ import annotations
+
+import torch
+
+from opbridge._library import ONNX_DOMAIN, ONNX_DOMAIN_VERSION, VERSION, libraries
+from opbridge.onnx import (
+    LIBRARY_FREE_ROUTES,
+    METADATA_DOMAIN_VERSION_KEY,
+    METADATA_ROUTE_KEY,
+    METADATA_VERSION_KEY,
+    ONNX_ATTRIBUTE_TYPES,
+)
+from opbridge.verify.report import FAIL, PASS, WARN, Check, one_line
+
+
+def structure_checks(model, route: str, torch_model, inputs, outputs) -> list[Check]:
+    """Every structure check of ``model`` (exported by ``route``) against the
+    PyTorch model and its example ``inputs`` and ``outputs`` (tensors)."""
+    from opbridge.ops._contrib import check_model
+
+    checks = []
+    try:
+        check_model(model, full_check=True)
+        checks.append(Check("onnx.checker", PASS, "check_model(full_check=True)"))
+    except Exception as error:
+        checks.append(Check("onnx.checker", FAIL, one_line(error)))
+
+    imports = {imp.domain or "ai.onnx": imp.version for imp in model.opset_import}
+    node_domains = {n.domain or "ai.onnx" for n in model.graph.node}
+    problems = [f"nodes use domain {d!r}, not imported" for d in node_domains - imports.keys()]
+    for lib in libraries():
+        if lib.onnx_domain in imports and imports[lib.onnx_domain] != lib.domain_version:
+            problems.append(
+                f"imports {lib.onnx_domain} version {imports[lib.onnx_domain]}, "
+                f"{lib.name} implements version {lib.domain_version}"
+            )
+    text = ", ".join(f"{d} {v}" for d, v in sorted(imports.items()))
+    checks.append(Check("opset imports", FAIL if problems else PASS, "; ".join(problems) or text))
+
+    if route in LIBRARY_FREE_ROUTES:
+        checks.append(_check_no_library_nodes(model, route))
+    else:
+        checks.append(_check_custom_nodes(model))
+    checks.append(_check_metadata(model))
+    checks.append(_check_io("input", [io_info(v) for v in graph_inputs(model)], inputs))
+    checks.append(_check_io("output", [io_info(v) for v in model.graph.output], outputs))
+    if torch_model.training:
+        checks.append(
+            Check(
+                "PyTorch model mode",
+                WARN,
+                "the model is in training mode (dropout, batch-norm statistics); "
+                "call model.eval() before verifying",
+            )
+        )
+    return checks
+
+
+def graph_inputs(model) -> list:
+    """The model's inputs that are not initializers."""
+    initializers = {t.name for t in model.graph.initializer}
+    return [i for i in model.graph.input if i.name not in initializers]
+
+
+def io_info(value_info) -> dict:
+    """An input or output: name, dtype, shape (None or a name for a dynamic
+    dimension) and the positions of its dynamic dimensions."""
+    import onnx
+
+    tensor = value_info.type.tensor_type
+    dims = _dims(value_info)
+    return {
+        "name": value_info.name,
+        "dtype": onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type).name
+        if tensor.elem_type
+        else "unknown",
+        "shape": dims,
+        "dynamic_dims": [i for i, d in enumerate(dims) if not isinstance(d, int)],
+    }
+
+
+def shape_text(shape: list) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
+
+
+def _dims(value_info) -> list[int | str | None]:
+    tensor = value_info.type.tensor_type
+    if not tensor.HasField("shape"):
+        return []
+    dims = []
+    for dim in tensor.shape.dim:
+        if dim.HasField("dim_value"):
+            dims.append(int(dim.dim_value))
+        else:
+            dims.append(dim.dim_param or None)
+    return dims
+
+
+def _check_io(kind: str, infos: list[dict], tensors: list[torch.Tensor]) -> Check:
+    problems = []
+    if len(infos) != len(tensors):
+        problems.append(f"{len(infos)} {kind}s in ONNX, {len(tensors)} tensors in PyTorch")
+    for info, tensor in zip(infos, tensors, strict=False):
+        if info["dtype"] != str(tensor.dtype).removeprefix("torch."):
+            problems.append(f"{info['name']}: dtype {info['dtype']} vs {tensor.dtype}")
+        shape = info["shape"]
+        if shape and len(shape) != tensor.dim():
+            problems.append(f"{info['name']}: rank {len(shape)} vs {tensor.dim()}")
+            continue
+        for axis, (dim, size) in enumerate(zip(shape, tensor.shape, strict=False)):
+            if isinstance(dim, int) and dim != size:
+                problems.append(f"{info['name']}: dim {axis} is {dim}, PyTorch has {size}")
+    described = "; ".join(
+        f"{i['name']} {i['dtype']}{shape_text(i['shape'])}"
+        + (f" dynamic dims {i['dynamic_dims']}" if i["dynamic_dims"] else "")
+        for i in infos
+    )
+    if problems:
+        return Check(f"{kind}s", FAIL, "; ".join(problems))
+    return Check(f"{kind}s", PASS, described)
+
+
+def _check_no_library_nodes(model, route: str) -> Check:
+    library_domains = {lib.onnx_domain for lib in libraries()}
+    custom = [n for n in model.graph.node if n.domain in library_domains]
+    if custom:
+        kinds = ", ".join(sorted({n.op_type for n in custom}))
+        domains = "/".join(sorted({n.domain for n in custom}))
+        detail = f"{len(custom)} {domains} nodes: {kinds}"
+    else:
+        detail = f"all {len(model.graph.node)} nodes run without an opbridge library"
+        if route == "standard":
+            detail = f"all {len(model.graph.node)} nodes are standard ONNX"
+    return Check(f"{route} route: no opbridge node", FAIL if custom else PASS, detail)
+
+
+def _attribute_type(attr_spec_type: str) -> int:
+    import onnx
+
+    return getattr(onnx.AttributeProto, ONNX_ATTRIBUTE_TYPES[attr_spec_type])
+
+
+def _check_custom_nodes(model) -> Check:
+    """Every opbridge node against its operator's spec: op type, input and
+    output counts, attribute names and types, none missing or unknown."""
+    import onnx
+
+    by_type = {
+        (lib.onnx_domain, spec["onnx_type"]): spec
+        for lib in libraries()
+        for spec in lib.specs().values()
+    }
+    domains = {lib.onnx_domain for lib in libraries()}
+    problems = []
+    count = 0
+    for index, node in enumerate(model.graph.node):
+        if node.domain not in domains:
+            continue
+        count += 1
+        where = f"node {node.name or index} ({node.op_type})"
+        spec = by_type.get((node.domain, node.op_type))
+        if spec is None:
+            problems.append(f"{where}: no operator {node.op_type!r} in {node.domain}")
+            continue
+        required = [p["name"] for p in spec["inputs"] if not p["optional"]]
+        n_inputs = len(node.input)
+        if n_inputs > len(spec["inputs"]):
+            problems.append(f"{where}: {n_inputs} inputs, the spec has {len(spec['inputs'])}")
+        for position, name in enumerate(p["name"] for p in spec["inputs"]):
+            if name in required and (position >= n_inputs or not node.input[position]):
+                problems.append(f"{where}: required input {name!r} is missing")
+        if len(node.output) != len(spec["outputs"]):
+            problems.append(
+                f"{where}: {len(node.output)} outputs, the spec has {len(spec['outputs'])}"
+            )
+        wanted = {a["name"]: a for a in spec["attrs"]}
+        present = {a.name: a for a in node.attribute}
+        for name in present.keys() - wanted.keys():
+            problems.append(f"{where}: unknown attribute {name!r} (spec has {sorted(wanted)})")
+        for name, attr in wanted.items():
+            if name not in present:
+                problems.append(f"{where}: attribute {name!r} is missing")
+                continue
+            expected = _attribute_type(attr["type"])
+            if present[name].type != expected:
+                got = onnx.AttributeProto.AttributeType.Name(present[name].type)
+                want = onnx.AttributeProto.AttributeType.Name(expected)
+                problems.append(f"{where}: attribute {name!r} is {got}, the spec says {want}")
+    if problems:
+        return Check("opbridge nodes match the specs", FAIL, "; ".join(problems))
+    return Check(
+        "opbridge nodes match the specs", PASS, f"{count} nodes: op types, inputs, attributes"
+    )
+
+
+def _check_metadata(model) -> Check:
+    metadata = {p.key: p.value for p in model.metadata_props}
+    version = metadata.get(METADATA_VERSION_KEY)
+    domain_version = metadata.get(METADATA_DOMAIN_VERSION_KEY)
+    if version is None:
+        status = WARN
+        detail = f"no {METADATA_VERSION_KEY} metadata (not exported by opbridge.onnx.export)"
+    elif domain_version is not None and domain_version != str(ONNX_DOMAIN_VERSION):
+        status = FAIL
+        detail = (
+            f"model needs {ONNX_DOMAIN} domain version {domain_version}, "
+            f"library {VERSION} implements {ONNX_DOMAIN_VERSION}"
+        )
+    elif version != VERSION:
+        status = WARN
+        detail = f"exported with opbridge {version}, running with {VERSION}"
+    else:
+        status = PASS
+        detail = (
+            f"opbridge {version}, domain version {domain_version}, "
+            f"route {metadata.get(METADATA_ROUTE_KEY, '?')}; library {VERSION}"
+        )
+    return Check("metadata vs library", status, detail)

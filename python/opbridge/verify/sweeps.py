@@ -1,0 +1,195 @@
+"""What a verification runs: the optimization levels, and the input cases
+(the example, random draws like it or the caller's own inputs, and a sweep
+of batch sizes when the batch dimension is dynamic)."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils import _pytree as pytree
+
+from opbridge.ort import available_levels
+
+# Results of every level are compared with this one: it runs the graph as exported.
+BASE_LEVEL = "disable_all"
+# The level a deployed session uses by default; the final-output section reports it.
+DEFAULT_LEVEL = "enable_all"
+LARGE_BATCH_MIN = 16
+
+
+@dataclass
+class Case:
+    """One set of inputs the model runs on, at every level."""
+
+    label: str
+    kind: str  # "draw", "batch" or "file"
+    batch: int | None
+    args: tuple
+
+
+def leaves(value: Any) -> list[torch.Tensor]:
+    """The tensors in a (nested) value, in order."""
+    return [leaf for leaf in pytree.tree_leaves(value) if isinstance(leaf, torch.Tensor)]
+
+
+def to_numpy(tensor: torch.Tensor) -> np.ndarray:
+    """A tensor as numpy (bfloat16, which numpy lacks, as float32)."""
+    tensor = tensor.detach().cpu()
+    if tensor.dtype in (torch.bfloat16,):
+        tensor = tensor.float()
+    return tensor.numpy()
+
+
+def resolve_levels(levels: Sequence[str] | None) -> tuple[list[str], str]:
+    """The levels to run (the caller's, default all the runtime has, always
+    with BASE_LEVEL), least to most, and the level whose results are reported
+    as the final outputs."""
+    all_levels = available_levels()
+    levels = list(levels) if levels is not None else all_levels
+    unknown = [level for level in levels if level not in all_levels]
+    if unknown:
+        raise ValueError(
+            f"opbridge.verify: unknown optimization level(s) {unknown}; expected some of "
+            f"{all_levels}"
+        )
+    levels = sorted(set(levels) | {BASE_LEVEL}, key=all_levels.index)
+    return levels, DEFAULT_LEVEL if DEFAULT_LEVEL in levels else levels[-1]
+
+
+def build_cases(
+    args: tuple,
+    graph_inputs: list[dict],
+    *,
+    batch_sizes: Sequence[int] | None,
+    draws: int,
+    inputs: Any,
+    seed: int,
+) -> tuple[list[Case], str]:
+    """The input cases, and the batch sweep's line for the report.
+
+    ``graph_inputs`` describes the ONNX model's inputs (``name`` and
+    ``dynamic_dims`` of each, as in the report): a batch sweep runs only
+    when the first input's dimension 0 is dynamic.
+    """
+    tensors = leaves(args)
+    export_batch = tensors[0].shape[0] if tensors and tensors[0].dim() > 0 else None
+    batched = [0 in info["dynamic_dims"] for info in graph_inputs]
+    generator = torch.Generator().manual_seed(seed)
+    cases = [Case("example", "draw", export_batch, args)]
+    if inputs is not None:
+        names = [info["name"] for info in graph_inputs]
+        for label, user_args in load_inputs(inputs, names, args):
+            first = leaves(user_args)
+            cases.append(Case(label, "file", first[0].shape[0] if first else None, user_args))
+    else:
+        for index in range(1, max(draws, 1)):
+            cases.append(
+                Case(f"draw {index}", "draw", export_batch, _redraw(args, generator, None, []))
+            )
+
+    if export_batch is None:
+        return cases, "not applicable: no input tensor has a batch dimension"
+    if not batched or not batched[0]:
+        return cases, "not applicable: the model's first input has a static batch dimension"
+    if batch_sizes is None:
+        batch_sizes = [1, export_batch, max(LARGE_BATCH_MIN, 4 * export_batch)]
+    sizes = sorted(dict.fromkeys(int(b) for b in batch_sizes))
+    for size in sizes:
+        if size == export_batch:
+            continue
+        cases.append(Case(f"batch {size}", "batch", size, _redraw(args, generator, size, batched)))
+    return cases, "ran: " + ", ".join(str(s) for s in sizes)
+
+
+def _random_like(tensor: torch.Tensor, shape: Sequence[int], generator) -> torch.Tensor:
+    """A random tensor of ``shape`` resembling ``tensor`` (same dtype, range or spread)."""
+    if tensor.dtype == torch.bool:
+        return torch.randint(0, 2, tuple(shape), generator=generator).bool().to(tensor.device)
+    if not tensor.dtype.is_floating_point and not tensor.dtype.is_complex:
+        low = int(tensor.min()) if tensor.numel() else 0
+        high = int(tensor.max()) if tensor.numel() else 1
+        draw = torch.randint(low, high + 1, tuple(shape), generator=generator, dtype=tensor.dtype)
+        return draw.to(tensor.device)
+    reference = tensor.detach().double()
+    mean = float(reference.mean()) if tensor.numel() else 0.0
+    std = float(reference.std()) if tensor.numel() > 1 else 1.0
+    if not math.isfinite(std) or std == 0.0:
+        std = 1.0
+    draw = torch.randn(tuple(shape), generator=generator, dtype=torch.float64)
+    return (mean + std * draw).to(dtype=tensor.dtype, device=tensor.device)
+
+
+def _redraw(args: tuple, generator, batch: int | None, batched: list[bool]) -> tuple:
+    """``args`` with every tensor redrawn; tensors flagged in ``batched`` get ``batch`` rows."""
+    flat, spec = pytree.tree_flatten(args)
+    out, index = [], 0
+    for leaf in flat:
+        if isinstance(leaf, torch.Tensor):
+            shape = list(leaf.shape)
+            if batch is not None and index < len(batched) and batched[index]:
+                shape[0] = batch
+            out.append(_random_like(leaf, shape, generator))
+            index += 1
+        else:
+            out.append(leaf)
+    return pytree.tree_unflatten(out, spec)
+
+
+def _with_tensors(args: tuple, tensors: list[torch.Tensor]) -> tuple:
+    flat, spec = pytree.tree_flatten(args)
+    it = iter(tensors)
+    return pytree.tree_unflatten(
+        [next(it) if isinstance(leaf, torch.Tensor) else leaf for leaf in flat], spec
+    )
+
+
+def load_inputs(source: Any, input_names: list[str], example: tuple) -> list[tuple[str, tuple]]:
+    """The caller's input sets as ``(label, args)``: an ``.npz`` path (arrays
+    keyed by ONNX input name, or ``arr_0``, ``arr_1``, ... in order), a dict
+    of arrays, a sequence of arrays, or a list of any of these."""
+    one_set = isinstance(source, Sequence) and all(
+        isinstance(item, np.ndarray | torch.Tensor) for item in source
+    )
+    if isinstance(source, str | os.PathLike | dict) or one_set:
+        source = [source]
+    n = len(leaves(example))
+    sets = []
+    for index, item in enumerate(source):
+        label = f"inputs {index}"
+        if isinstance(item, str | os.PathLike):
+            path = Path(item)
+            if not path.is_file():
+                raise FileNotFoundError(f"opbridge.verify: input file {path} does not exist")
+            with np.load(path) as archive:
+                item = {key: archive[key] for key in archive.files}
+            label = path.name
+        if isinstance(item, dict):
+            if all(name in item for name in input_names) and input_names:
+                arrays = [item[name] for name in input_names]
+            elif len(item) == n:
+                arrays = list(item.values())
+            else:
+                raise ValueError(
+                    f"opbridge.verify: {label} holds arrays {sorted(item)}; expected the model's "
+                    f"inputs {input_names} (or {n} arrays in order)"
+                )
+        else:
+            arrays = list(item)
+        if len(arrays) != n:
+            raise ValueError(f"opbridge.verify: {label} has {len(arrays)} arrays, the model {n}")
+        tensors = [torch.as_tensor(np.asarray(a)) for a in arrays]
+        for tensor, want in zip(tensors, leaves(example), strict=True):
+            if tensor.dtype != want.dtype:
+                raise ValueError(
+                    f"opbridge.verify: {label}: an input has dtype {tensor.dtype}, "
+                    f"the example has {want.dtype}"
+                )
+        sets.append((label, _with_tensors(example, tensors)))
+    return sets
