@@ -325,9 +325,7 @@ def _dynamo_translation(library: Library, spec: dict, route: str, opset: int) ->
     return translate
 
 
-def translation_table(
-    route: str | dict = "custom", *, opset: int | None = None
-) -> dict[Callable, Callable]:
+def translation_table(route: str | dict, *, opset: int | None = None) -> dict[Callable, Callable]:
     """``custom_translation_table`` for ``torch.onnx.export(..., dynamo=True)``.
 
     ``route`` is one of ``OP_ROUTES`` or a dict from operator to route.
@@ -431,7 +429,7 @@ def _set_legacy_output_types(
         )
 
 
-def register_legacy_symbolics(route: str | dict = "custom", *, opset: int | None = None) -> None:
+def register_legacy_symbolics(route: str | dict, *, opset: int | None = None) -> None:
     """Registers the ops with the TorchScript exporter (``dynamo=False``).
 
     ``route`` as for :func:`translation_table`. The last registration wins;
