@@ -236,7 +236,7 @@ BAD_INPUTS = [
     (
         "bias_gelu integer",
         lambda: opbridge.bias_gelu(torch.ones(2, 8, dtype=torch.int64), torch.ones(8)),
-        r"argument 'x' must be float32 or float64, got int64",
+        r"argument 'x' must be float32, float64, float16 or bfloat16, got int64",
     ),
     (
         "rotary rank",
