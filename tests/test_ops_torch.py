@@ -236,7 +236,7 @@ BAD_INPUTS = [
     (
         "bias_gelu integer",
         lambda: opbridge.bias_gelu(torch.ones(2, 8, dtype=torch.int64), torch.ones(8)),
-        r"argument 'x' must be float32 or float64, got int64",
+        r"argument 'x' must be float32, float64, float16 or bfloat16, got int64",
     ),
     (
         "rotary rank",
@@ -326,7 +326,7 @@ BAD_INPUTS = [
     (
         "normalize_image dtype",
         lambda: opbridge.normalize_image(torch.zeros(1, 2, 2, 1, dtype=torch.int32), [0.5], [1.0]),
-        r"argument 'image' must be uint8, float32 or float64, got int32",
+        r"argument 'image' must be uint8, float32, float64, float16 or bfloat16, got int32",
     ),
 ]
 

@@ -107,6 +107,110 @@ HWY_INLINE void WriteTail(D d, hn::VFromD<D> v, T* p, int64_t count, T* buffer) 
   std::memcpy(static_cast<void*>(p), buffer, static_cast<size_t>(count) * sizeof(T));
 }
 
+// Adds v (compute lanes) into acc[0 .. Lanes(d)) of doubles.
+template <class D>
+HWY_INLINE void AccumulateDouble(D /*d*/, hn::VFromD<D> v, double* acc) {
+  using C = hn::TFromD<D>;
+  if constexpr (std::is_same_v<C, double>) {
+    const D dd;
+    hn::StoreU(hn::Add(hn::LoadU(dd, acc), v), dd, acc);
+  } else {
+#if HWY_TARGET == HWY_SCALAR
+    const hn::Rebind<double, D> dd;
+    hn::StoreU(hn::Add(hn::LoadU(dd, acc), hn::PromoteTo(dd, v)), dd, acc);
+#else
+    const hn::Repartition<double, D> dd;
+    const hn::Half<D> dh;
+    const int64_t half = static_cast<int64_t>(hn::Lanes(dd));
+    hn::StoreU(hn::Add(hn::LoadU(dd, acc), hn::PromoteTo(dd, hn::LowerHalf(dh, v))), dd, acc);
+    hn::StoreU(hn::Add(hn::LoadU(dd, acc + half), hn::PromoteTo(dd, hn::UpperHalf(dh, v))), dd, acc + half);
+#endif
+  }
+}
+
+// Adds the first `count` lanes of v into acc[0 .. count) of doubles.
+template <class D>
+HWY_INLINE void AccumulateDoubleTail(D d, hn::VFromD<D> v, double* acc, int64_t count) {
+  alignas(64) hn::TFromD<D> lanes[kMaxLanes] = {};
+  hn::StoreU(v, d, lanes);
+  for (int64_t k = 0; k < count; ++k) acc[k] += static_cast<double>(lanes[k]);
+}
+
+// v as storage type T would hold it: rounded to T and widened again (the
+// identity for float and double), so a value that an unfused computation
+// would store in T is used exactly as stored.
+template <typename T, class D>
+HWY_INLINE hn::VFromD<D> RoundTrip(D d, hn::VFromD<D> v) {
+  if constexpr (std::is_same_v<T, Float16>) {
+    const hn::Rebind<hwy::float16_t, D> dh;
+    return hn::PromoteTo(d, hn::DemoteTo(dh, v));
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    // Round to nearest even in the upper 16 bits, as WriteLanes does.
+    const hn::RebindToUnsigned<D> du;
+    const auto bits = hn::BitCast(du, v);
+    const auto lsb = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 1));
+    const auto upper = hn::Set(du, 0xFFFF0000u);
+    const auto rounded = hn::And(hn::Add(bits, hn::Add(hn::Set(du, 0x7FFF), lsb)), upper);
+    const auto quiet_nan = hn::And(hn::Or(bits, hn::Set(du, 0x00400000u)), upper);
+    return hn::BitCast(d, hn::IfThenElse(hn::RebindMask(du, hn::IsNaN(v)), quiet_nan, rounded));
+  } else {
+    (void)d;
+    return v;
+  }
+}
+
+// Elements summed in float lanes before the partial sum moves to double:
+// keeps float32 accumulation error far below the float32 tolerances even for
+// very long rows.
+constexpr int64_t kSumBlock = 1024;
+
+// sum_j x_j^2 and (g not null) sum_j g_j * w_j * x_j over one row of cols
+// elements, in float lanes (double for double) flushed to double every
+// kSumBlock elements.
+template <typename T>
+HWY_INLINE void SumSquaresAndDot(const T* x, const T* g, const T* w, int64_t cols, double* sum_squares,
+                                 double* dot) {
+  using C = ComputeType<T>;
+  const hn::ScalableTag<C> d;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  alignas(64) T buffer[kMaxLanes];
+  double total_sq = 0.0, total_dot = 0.0;
+  int64_t j = 0;
+  const int64_t full = cols - cols % lanes;
+  while (j < full) {
+    const int64_t block_end = std::min(full, j + kSumBlock);
+    auto s0 = hn::Zero(d), s1 = hn::Zero(d), t0 = hn::Zero(d), t1 = hn::Zero(d);
+    for (; j + 2 * lanes <= block_end; j += 2 * lanes) {
+      const auto x0 = ReadLanes(d, x + j), x1 = ReadLanes(d, x + j + lanes);
+      s0 = hn::MulAdd(x0, x0, s0);
+      s1 = hn::MulAdd(x1, x1, s1);
+      if (g != nullptr) {
+        t0 = hn::MulAdd(hn::Mul(ReadLanes(d, g + j), ReadLanes(d, w + j)), x0, t0);
+        t1 = hn::MulAdd(hn::Mul(ReadLanes(d, g + j + lanes), ReadLanes(d, w + j + lanes)), x1, t1);
+      }
+    }
+    for (; j < block_end; j += lanes) {
+      const auto x0 = ReadLanes(d, x + j);
+      s0 = hn::MulAdd(x0, x0, s0);
+      if (g != nullptr) t0 = hn::MulAdd(hn::Mul(ReadLanes(d, g + j), ReadLanes(d, w + j)), x0, t0);
+    }
+    total_sq += static_cast<double>(hn::GetLane(hn::SumOfLanes(d, hn::Add(s0, s1))));
+    if (g != nullptr) total_dot += static_cast<double>(hn::GetLane(hn::SumOfLanes(d, hn::Add(t0, t1))));
+  }
+  if (j < cols) {
+    const int64_t rest = cols - j;
+    const auto x0 = ReadTail(d, x + j, rest, buffer);
+    total_sq += static_cast<double>(hn::GetLane(hn::SumOfLanes(d, hn::Mul(x0, x0))));
+    if (g != nullptr) {
+      const auto g0 = ReadTail(d, g + j, rest, buffer);
+      const auto w0 = ReadTail(d, w + j, rest, buffer);
+      total_dot += static_cast<double>(hn::GetLane(hn::SumOfLanes(d, hn::Mul(hn::Mul(g0, w0), x0))));
+    }
+  }
+  *sum_squares = total_sq;
+  if (dot != nullptr) *dot = total_dot;
+}
+
 }  // namespace simd
 }  // namespace HWY_NAMESPACE
 }  // namespace opbridge

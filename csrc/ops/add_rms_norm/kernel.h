@@ -12,9 +12,15 @@ struct AddRmsNormAttrs {
   double eps;
 };
 
+// T is float, double, Float16 or BFloat16 (opbridge/half.h); 16-bit types
+// compute in float32. Vectorized for the CPU's best SIMD target
+// (opbridge/simd.h).
+//
 // residual_out = x + residual (rounded to T, as an unfused add would be);
 // out = residual_out * rsqrt(mean(residual_out^2) + eps) * weight (+ bias).
-// bias may be null. One pass over each row; sums accumulate in double.
+// bias may be null. x and residual are read from memory once; sums of
+// squares accumulate in float32 lanes (float64 for double) over blocks of
+// 1024 elements, and across blocks in double.
 template <typename T>
 void AddRmsNormForward(const T* x, const T* residual, const T* weight, const T* bias, T* out, T* residual_out,
                        int64_t rows, int64_t cols, const AddRmsNormAttrs& attrs,

@@ -8,7 +8,7 @@ namespace opbridge {
 // present) bias are [x.shape[-1]]; all of x's dtype. Both outputs have x's
 // shape and dtype.
 Status InferAddRmsNorm(const std::vector<TensorInfo>& inputs, std::vector<TensorInfo>* outputs) {
-  OPBRIDGE_RETURN_IF_ERROR(CheckFloatingInputs(kAddRmsNormSpec, inputs));
+  OPBRIDGE_RETURN_IF_ERROR(CheckFloatingOrHalfInputs(kAddRmsNormSpec, inputs));
   const TensorInfo& x = inputs[0];
   OPBRIDGE_RETURN_IF_ERROR(CheckAtLeast1d(kAddRmsNormSpec, "x", x.shape));
   OPBRIDGE_RETURN_IF_ERROR(CheckSameShape(kAddRmsNormSpec, "residual", inputs[1].shape, x.shape, "x"));

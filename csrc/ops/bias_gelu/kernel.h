@@ -11,13 +11,19 @@ struct BiasGeluAttrs {
   bool use_tanh;  // false: 0.5 v (1 + erf(v / sqrt(2))); true: the tanh form
 };
 
+// T is float, double, Float16 or BFloat16 (opbridge/half.h); 16-bit types
+// compute in float32. Vectorized for the CPU's best SIMD target
+// (opbridge/simd.h) except float64, which uses libm's erf / tanh / exp.
+//
 // y = gelu(x + bias), bias broadcast over rows.
 template <typename T>
 void BiasGeluForward(const T* x, const T* bias, T* y, int64_t rows, int64_t cols, const BiasGeluAttrs& attrs,
                      const ParallelFor& parallel_for);
 
 // grad_x = grad_y * gelu'(x + bias); grad_bias (cols elements, may be null) is
-// grad_x summed over rows in a fixed, shape-determined order.
+// grad_x summed over rows in a fixed, shape-determined order (float32 over
+// runs of 8 rows, double beyond), so results do not depend on the
+// parallelism.
 template <typename T>
 void BiasGeluBackward(const T* grad_y, const T* x, const T* bias, T* grad_x, T* grad_bias, int64_t rows,
                       int64_t cols, const BiasGeluAttrs& attrs, const ParallelFor& parallel_for);

@@ -7,7 +7,7 @@ namespace opbridge {
 // x has at least one dimension; bias is [x.shape[-1]] of x's dtype; y has
 // x's shape and dtype.
 Status InferBiasGelu(const std::vector<TensorInfo>& inputs, std::vector<TensorInfo>* outputs) {
-  OPBRIDGE_RETURN_IF_ERROR(CheckFloatingInputs(kBiasGeluSpec, inputs));
+  OPBRIDGE_RETURN_IF_ERROR(CheckFloatingOrHalfInputs(kBiasGeluSpec, inputs));
   const TensorInfo& x = inputs[0];
   OPBRIDGE_RETURN_IF_ERROR(CheckAtLeast1d(kBiasGeluSpec, "x", x.shape));
   OPBRIDGE_RETURN_IF_ERROR(CheckVectorOfLastDim(kBiasGeluSpec, "bias", inputs[1].shape, x.shape));

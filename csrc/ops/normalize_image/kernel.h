@@ -28,8 +28,9 @@ struct NormalizeImageAttrs {
 ImageDims ImageDimsOf(const Shape& image, bool channels_last);
 
 // image is contiguous [n, h, w, c] (channels_last_in) or [n, c, h, w]; y is
-// contiguous [n, c, h, w]. In is uint8, float or double; Out is float for
-// uint8 and In otherwise.
+// contiguous [n, c, h, w]. In is uint8, float, double, Float16 or BFloat16;
+// Out is float for uint8 and In otherwise (16-bit types compute in float32).
+// Vectorized for the CPU's best SIMD target (opbridge/simd.h).
 template <typename In, typename Out>
 void NormalizeImageForward(const In* image, Out* y, const ImageDims& dims, const NormalizeImageAttrs& attrs,
                            const ParallelFor& parallel_for);

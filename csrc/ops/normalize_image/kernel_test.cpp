@@ -73,7 +73,8 @@ TEST(NormalizeImageInfer, OutputIsNchwAndAttributesAreChecked) {
 
   status = InferNormalizeImage({Info("int32", {2, 8, 6, 3})}, &outputs);
   ASSERT_FALSE(status.ok());
-  EXPECT_TRUE(Contains(status.message(), "argument 'image' must be uint8, float32 or float64, got int32"));
+  EXPECT_TRUE(Contains(status.message(),
+                       "argument 'image' must be uint8, float32, float64, float16 or bfloat16, got int32"));
   status = InferNormalizeImageAttrs({Info("uint8", {8, 6, 3})}, attrs, &outputs);
   ASSERT_FALSE(status.ok());
   EXPECT_TRUE(Contains(status.message(), "argument 'image' must be 4-D")) << status.message();

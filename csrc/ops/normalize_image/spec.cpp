@@ -26,15 +26,17 @@ Status CheckPerChannel(const char* argument, const std::vector<double>& values, 
 
 }  // namespace
 
-// image is uint8, float32 or float64. Without the attributes the layout is
+// image is uint8, float32, float64, float16 or bfloat16. Without the attributes the layout is
 // unknown: this rule (used only where they are not at hand) checks the dtype
 // and gives the output dtype; InferNormalizeImageAttrs checks the rest.
 Status InferNormalizeImage(const std::vector<TensorInfo>& inputs, std::vector<TensorInfo>* outputs) {
   const OpSpec& spec = kNormalizeImageSpec;
   OPBRIDGE_RETURN_IF_ERROR(CheckInputCount(spec, inputs));
   const TensorInfo& image = inputs[0];
-  if (image.dtype != "uint8" && image.dtype != "float32" && image.dtype != "float64") {
-    return ArgError(spec, "image", "must be uint8, float32 or float64, got " + image.dtype);
+  if (image.dtype != "uint8" && image.dtype != "float32" && image.dtype != "float64" &&
+      image.dtype != "float16" && image.dtype != "bfloat16") {
+    return ArgError(spec, "image",
+                    "must be uint8, float32, float64, float16 or bfloat16, got " + image.dtype);
   }
   const std::string out_dtype = image.dtype == "uint8" ? "float32" : image.dtype;
   const int64_t batch = image.shape.size() == 4 ? image.shape[0] : -1;
@@ -74,7 +76,7 @@ Status InferNormalizeImageBackward(const std::vector<TensorInfo>& inputs, const 
                                    std::vector<TensorInfo>* outputs) {
   const OpSpec& spec = kNormalizeImageSpec;
   const TensorInfo& grad = inputs.at(0);
-  OPBRIDGE_RETURN_IF_ERROR(CheckFloatingDtype(spec, "grad_y", grad.dtype));
+  OPBRIDGE_RETURN_IF_ERROR(CheckFloatingOrHalfDtype(spec, "grad_y", grad.dtype));
   OPBRIDGE_RETURN_IF_ERROR(CheckRank(spec, "grad_y", grad.shape, 4, "[N, C, H, W]"));
   const Shape& g = grad.shape;
   const size_t channels = attrs.at(1).numbers.size();

@@ -29,65 +29,18 @@ namespace HWY_NAMESPACE {
 namespace {
 
 namespace hn = hwy::HWY_NAMESPACE;
+using simd::AccumulateDouble;
 using simd::AlignedFor;
 using simd::kMaxLanes;
 using simd::ReadLanes;
 using simd::ReadTail;
+using simd::SumSquaresAndDot;
 using simd::WriteLanes;
 using simd::WriteLanesStream;
 using simd::WriteTail;
 
 template <typename T>
 using ComputeOf = ComputeType<T>;
-
-// Elements summed in float lanes before the partial sum moves to double:
-// keeps float32 accumulation error far below the float32 tolerances even for
-// very long rows.
-constexpr int64_t kBlock = 1024;
-
-// sum_j a_j * b_j for one row, float lanes flushed to double every kBlock.
-template <typename T>
-void SumSquaresAndDot(const T* x, const T* g, const T* w, int64_t cols, double* sum_squares, double* dot) {
-  using C = ComputeOf<T>;
-  const hn::ScalableTag<C> d;
-  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-  alignas(64) T buffer[kMaxLanes];
-  double total_sq = 0.0, total_dot = 0.0;
-  int64_t j = 0;
-  const int64_t full = cols - cols % lanes;
-  while (j < full) {
-    const int64_t block_end = std::min(full, j + kBlock);
-    auto s0 = hn::Zero(d), s1 = hn::Zero(d), t0 = hn::Zero(d), t1 = hn::Zero(d);
-    for (; j + 2 * lanes <= block_end; j += 2 * lanes) {
-      const auto x0 = ReadLanes(d, x + j), x1 = ReadLanes(d, x + j + lanes);
-      s0 = hn::MulAdd(x0, x0, s0);
-      s1 = hn::MulAdd(x1, x1, s1);
-      if (g != nullptr) {
-        t0 = hn::MulAdd(hn::Mul(ReadLanes(d, g + j), ReadLanes(d, w + j)), x0, t0);
-        t1 = hn::MulAdd(hn::Mul(ReadLanes(d, g + j + lanes), ReadLanes(d, w + j + lanes)), x1, t1);
-      }
-    }
-    for (; j < block_end; j += lanes) {
-      const auto x0 = ReadLanes(d, x + j);
-      s0 = hn::MulAdd(x0, x0, s0);
-      if (g != nullptr) t0 = hn::MulAdd(hn::Mul(ReadLanes(d, g + j), ReadLanes(d, w + j)), x0, t0);
-    }
-    total_sq += static_cast<double>(hn::GetLane(hn::SumOfLanes(d, hn::Add(s0, s1))));
-    if (g != nullptr) total_dot += static_cast<double>(hn::GetLane(hn::SumOfLanes(d, hn::Add(t0, t1))));
-  }
-  if (j < cols) {
-    const int64_t rest = cols - j;
-    const auto x0 = ReadTail(d, x + j, rest, buffer);
-    total_sq += static_cast<double>(hn::GetLane(hn::SumOfLanes(d, hn::Mul(x0, x0))));
-    if (g != nullptr) {
-      const auto g0 = ReadTail(d, g + j, rest, buffer);
-      const auto w0 = ReadTail(d, w + j, rest, buffer);
-      total_dot += static_cast<double>(hn::GetLane(hn::SumOfLanes(d, hn::Mul(hn::Mul(g0, w0), x0))));
-    }
-  }
-  *sum_squares = total_sq;
-  if (dot != nullptr) *dot = total_dot;
-}
 
 template <typename T>
 void ForwardRows(const T* x, const T* weight, const T* bias, T* y, int64_t row_begin, int64_t row_end,
@@ -137,27 +90,6 @@ void ForwardRows(const T* x, const T* weight, const T* bias, T* y, int64_t row_b
     }
   }
   if (stream) hwy::FlushStream();
-}
-
-// Adds v (compute lanes) into acc[0 .. Lanes(d)) of doubles.
-template <class D>
-void AccumulateDouble(D /*d*/, hn::VFromD<D> v, double* acc) {
-  using C = hn::TFromD<D>;
-  if constexpr (std::is_same_v<C, double>) {
-    const D dd;
-    hn::StoreU(hn::Add(hn::LoadU(dd, acc), v), dd, acc);
-  } else {
-#if HWY_TARGET == HWY_SCALAR
-    const hn::Rebind<double, D> dd;
-    hn::StoreU(hn::Add(hn::LoadU(dd, acc), hn::PromoteTo(dd, v)), dd, acc);
-#else
-    const hn::Repartition<double, D> dd;
-    const hn::Half<D> dh;
-    const int64_t half = static_cast<int64_t>(hn::Lanes(dd));
-    hn::StoreU(hn::Add(hn::LoadU(dd, acc), hn::PromoteTo(dd, hn::LowerHalf(dh, v))), dd, acc);
-    hn::StoreU(hn::Add(hn::LoadU(dd, acc + half), hn::PromoteTo(dd, hn::UpperHalf(dh, v))), dd, acc + half);
-#endif
-  }
 }
 
 // Rows [row_begin, row_end): grad_x, and the rows' weight (and bias)

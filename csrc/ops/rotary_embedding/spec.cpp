@@ -14,7 +14,7 @@ namespace opbridge {
 // shape and dtype. Unknown dims (negative) match anything.
 Status InferRotaryEmbedding(const std::vector<TensorInfo>& inputs, std::vector<TensorInfo>* outputs) {
   const OpSpec& spec = kRotaryEmbeddingSpec;
-  OPBRIDGE_RETURN_IF_ERROR(CheckFloatingInputs(spec, inputs));
+  OPBRIDGE_RETURN_IF_ERROR(CheckFloatingOrHalfInputs(spec, inputs));
   const Shape& x = inputs[0].shape;
   const Shape& cos = inputs[1].shape;
   OPBRIDGE_RETURN_IF_ERROR(CheckRank(spec, "x", x, 4, "[batch, seq, heads, head_dim]"));
