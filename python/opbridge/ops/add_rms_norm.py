@@ -24,8 +24,9 @@ def add_rms_norm(
 
     Returns ``(out, residual_out)``. ``residual`` has ``x``'s shape; ``weight``
     (and ``bias``) are 1-D with ``x.shape[-1]`` elements; all of one dtype
-    (float32 or float64). ``residual_out`` is rounded to that dtype before it
-    is normalized, exactly as the unfused ``rms_norm(x + residual)``.
+    (float32, float64, float16 or bfloat16; 16-bit computed in float32).
+    ``residual_out`` is rounded to that dtype before it is normalized, exactly
+    as the unfused ``rms_norm(x + residual)``.
     """
     return torch.ops.opbridge.add_rms_norm.default(x, residual, weight, bias, eps)
 

@@ -15,8 +15,9 @@ from opbridge.ops._inputs import bench_generator, bench_randn, make, with_grad
 def bias_gelu(x: torch.Tensor, bias: torch.Tensor, approximate: str = "none") -> torch.Tensor:
     """``torch.nn.functional.gelu(x + bias, approximate=approximate)`` in one pass.
 
-    ``bias`` is 1-D with ``x.shape[-1]`` elements and ``x``'s dtype (float32
-    or float64); ``approximate`` is ``"none"`` (erf) or ``"tanh"``.
+    ``bias`` is 1-D with ``x.shape[-1]`` elements and ``x``'s dtype (float32,
+    float64, float16 or bfloat16; 16-bit computed in float32); ``approximate``
+    is ``"none"`` (erf) or ``"tanh"``.
     """
     return torch.ops.opbridge.bias_gelu.default(x, bias, approximate)
 

@@ -27,7 +27,8 @@ def rotary_embedding(
     ``(i, i + rotary_dim // 2)`` (GPT-NeoX / LLaMA ``rotate_half``);
     ``interleaved=True`` pairs ``(2i, 2i + 1)`` (GPT-J). When ``rotary_dim <
     head_dim`` (partial rotary) the last ``head_dim - rotary_dim`` dims pass
-    through unchanged. All tensors share one dtype (float32 or float64).
+    through unchanged. All tensors share one dtype (float32, float64, float16 or
+    bfloat16; 16-bit computed in float32).
     """
     return torch.ops.opbridge.rotary_embedding.default(x, cos, sin, interleaved)
 
