@@ -8,12 +8,18 @@
 // than from the spec. Driving OrtCustomOp from the spec keeps input names,
 // optionality, attribute names and types in one place, and every callback
 // returns an OrtStatus instead of throwing.
+//
+// One build serves every ONNX Runtime release from the floor (kOrtApiFloor in
+// opbridge/version.h, which says why) up: the library asks for the floor's C
+// API version, declares its ops with a version no newer than the floor, and
+// uses nothing the floor lacks. RegisterCustomOps refuses an older runtime.
 #define ORT_API_MANUAL_INIT
 #include <onnxruntime_cxx_api.h>
 #undef ORT_API_MANUAL_INIT
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <exception>
@@ -26,6 +32,7 @@
 #include "opbridge/runtime_checks.h"
 #include "opbridge/spec.h"
 #include "opbridge/version.h"
+#include "ort_adapter/runtime_version.h"
 
 namespace opbridge {
 namespace {
@@ -550,7 +557,9 @@ std::unique_ptr<SpecOp> MakeOp(const OpSpec& spec) {
   auto op = std::make_unique<SpecOp>();
   std::memset(static_cast<OrtCustomOp*>(op.get()), 0, sizeof(OrtCustomOp));
   op->spec = &spec;
-  op->version = ORT_API_VERSION;
+  // ONNX Runtime reads only the fields that existed at op->version: no newer
+  // than the headers (the struct has no fields past them) nor than the floor.
+  op->version = std::min<uint32_t>(kOrtApiFloor, ORT_API_VERSION);
   op->GetName = [](const OrtCustomOp* self) { return SpecOf(self).onnx_type; };
   op->GetExecutionProviderType = [](const OrtCustomOp*) { return "CPUExecutionProvider"; };
   op->GetInputTypeCount = [](const OrtCustomOp* self) { return SpecOf(self).inputs.size(); };
@@ -609,19 +618,22 @@ void PinLibrary() {
 extern "C" __attribute__((visibility("default"))) OrtStatus* ORT_API_CALL
 RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
   using namespace opbridge;
-  const OrtApi* api = api_base->GetApi(ORT_API_VERSION);
-  if (api == nullptr) {
-    // The oldest API table can still report the error.
-    const OrtApi* oldest = api_base->GetApi(1);
-    const std::string message = std::string(ThisLibrary().name) + " " + ThisLibrary().version +
-                                " (opbridge " + kVersion + ") needs ONNX Runtime API version " +
-                                std::to_string(ORT_API_VERSION) + " or newer; this runtime is " +
-                                api_base->GetVersionString();
-    return oldest ? oldest->CreateStatus(ORT_FAIL, message.c_str()) : nullptr;
-  }
-  g_api = api;
-  Ort::InitApi(api);
+  // Every release has API version 1, which can report an error even where
+  // the floor's version is missing.
+  const OrtApi* oldest = api_base->GetApi(1);
   try {
+    const LibraryInfo& self = ThisLibrary();
+    std::string who = std::string(self.name) + " " + self.version;
+    if (std::string(self.name) != "opbridge") who += std::string(" (opbridge ") + kVersion + ")";
+    const char* runtime_version = api_base->GetVersionString();
+    std::string refusal = OrtRuntimeRefusal(who, runtime_version);
+    const OrtApi* api = refusal.empty() ? api_base->GetApi(kOrtApiFloor) : nullptr;
+    if (api == nullptr) {
+      if (refusal.empty()) refusal = OrtRefusalMessage(who, runtime_version ? runtime_version : "(unknown)");
+      return oldest ? oldest->CreateStatus(ORT_FAIL, refusal.c_str()) : nullptr;
+    }
+    g_api = api;
+    Ort::InitApi(api);
     Library& library = GetLibrary();
     std::lock_guard<std::mutex> lock(library.mutex);
     if (library.ops.empty()) {
@@ -637,7 +649,7 @@ RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
     session_options.Add(library.domain);
     return nullptr;
   } catch (const std::exception& e) {
-    return api->CreateStatus(
-        ORT_FAIL, (std::string(ThisLibrary().name) + ": RegisterCustomOps failed: " + e.what()).c_str());
+    const std::string message = std::string(ThisLibrary().name) + ": RegisterCustomOps failed: " + e.what();
+    return oldest ? oldest->CreateStatus(ORT_FAIL, message.c_str()) : nullptr;
   }
 }

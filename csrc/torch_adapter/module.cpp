@@ -84,6 +84,9 @@ PYBIND11_MODULE(OPBRIDGE_MODULE_NAME, m) {
   m.def("runtime_checks_enabled", &opbridge::RuntimeChecksEnabled);
   m.attr("ONNX_DOMAIN") = library.onnx_domain;
   m.attr("ONNX_DOMAIN_VERSION") = library.domain_version;
+  // The ONNX Runtime releases the custom-op library supports (version.h).
+  m.attr("ORT_API_FLOOR") = opbridge::kOrtApiFloor;
+  m.attr("ORT_NEWEST_TESTED") = opbridge::kOrtNewestTested;
   // The spec's shape rule, for the Python side (legacy export output types).
   // inputs: [(present, dtype, shape with -1 for unknown dims)]; attrs (in
   // spec order: numbers, strings, lists of numbers) when known.

@@ -72,6 +72,37 @@ def _smoke_session() -> tuple[float, list[str]]:
     return float(np.abs(got - expected).max()), _loaded_libraries()
 
 
+def _release(version: str) -> tuple[int, ...]:
+    """ "1.24.1" -> (1, 24, 1); stops at the first part that is not a number."""
+    parts = []
+    for part in version.split("+")[0].split("."):
+        if not part.isdigit():
+            break
+        parts.append(int(part))
+    return tuple(parts)
+
+
+def ort_supported_range(module) -> tuple[str, str]:
+    """The ONNX Runtime releases the built library supports, as the build says
+    (kOrtApiFloor and kOrtNewestTested in csrc/opbridge/version.h): the floor
+    ("1.24") and the newest release tested."""
+    return f"1.{module.ORT_API_FLOOR}", module.ORT_NEWEST_TESTED
+
+
+def ort_version_check(version: str, module) -> Check:
+    """Whether an ONNX Runtime of this version can run the built library."""
+    floor, newest = ort_supported_range(module)
+    release = _release(version)
+    ok = release[:2] >= _release(floor)
+    if not ok:
+        detail = f"onnxruntime {version} is older than {floor}: the library refuses it"
+    elif release > _release(newest):
+        detail = f"onnxruntime {version} (newer than the newest tested, {newest})"
+    else:
+        detail = f"onnxruntime {version}"
+    return Check(f"ONNX Runtime is {floor} or newer (C API {module.ORT_API_FLOOR})", ok, detail)
+
+
 def diagnose() -> tuple[list[tuple[str, str]], list[Check]]:
     facts: list[tuple[str, str]] = [
         ("python", f"{platform.python_version()} ({sys.executable})"),
@@ -123,14 +154,9 @@ def diagnose() -> tuple[list[tuple[str, str]], list[Check]]:
             "same _GLIBCXX_USE_CXX11_ABI",
         )
     )
-    ort_version = tuple(int(p) for p in onnxruntime.__version__.split(".")[:2])
-    checks.append(
-        Check(
-            "ONNX Runtime is 1.21 or newer (API 21)",
-            ort_version >= (1, 21),
-            f"onnxruntime {onnxruntime.__version__}",
-        )
-    )
+    floor, newest = ort_supported_range(_C)
+    facts.append(("supported ONNX Runtime", f"{floor} (oldest) to {newest} (newest tested)"))
+    checks.append(ort_version_check(onnxruntime.__version__, _C))
     libraries = _loaded_libraries()
     try:
         error, libraries = _smoke_session()
