@@ -17,6 +17,10 @@ from opbridge._library import (
     library_for_domain,
 )
 
+# IO binding (run repeatedly without copies), re-exported: opbridge.ort.bind.
+from opbridge.binding import BoundSession as BoundSession
+from opbridge.binding import bind as bind
+
 LIBRARY_NAME = "libopbridge_ort.so"
 # Domains ONNX Runtime implements itself (and the exporters' function domains).
 _RUNTIME_DOMAINS = {"", "ai.onnx", "ai.onnx.ml", "ai.onnx.training", "ai.onnx.preview.training"}
