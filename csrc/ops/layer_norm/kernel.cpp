@@ -21,6 +21,7 @@
 #include <cmath>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "opbridge/checks.h"
 #include "opbridge/column_sums.h"
@@ -319,33 +320,19 @@ void ForwardRows(const T* x, const T* residual, const T* weight, const T* bias, 
   if (stream) hwy::FlushStream();
 }
 
-// Adds v (compute lanes) into acc[0 .. Lanes(d)) of doubles.
-template <class D>
-void AccumulateDouble(D /*d*/, hn::VFromD<D> v, double* acc) {
-  using C = hn::TFromD<D>;
-  if constexpr (std::is_same_v<C, double>) {
-    const D dd;
-    hn::StoreU(hn::Add(hn::LoadU(dd, acc), v), dd, acc);
-  } else {
-#if HWY_TARGET == HWY_SCALAR
-    const hn::Rebind<double, D> dd;
-    hn::StoreU(hn::Add(hn::LoadU(dd, acc), hn::PromoteTo(dd, v)), dd, acc);
-#else
-    const hn::Repartition<double, D> dd;
-    const hn::Half<D> dh;
-    const int64_t half = static_cast<int64_t>(hn::Lanes(dd));
-    hn::StoreU(hn::Add(hn::LoadU(dd, acc), hn::PromoteTo(dd, hn::LowerHalf(dh, v))), dd, acc);
-    hn::StoreU(hn::Add(hn::LoadU(dd, acc + half), hn::PromoteTo(dd, hn::UpperHalf(dh, v))), dd, acc + half);
-#endif
-  }
-}
+// Rows whose weight and bias gradient terms are summed in compute lanes
+// before the sums move to the chunk's double partials: few enough that the
+// float32 sum stays exact to a few ulps, enough that the double
+// conversion is off the per-element path.
+constexpr int64_t kFlushRows = 8;
 
 // The last pass of a backward row, from cache:
 //   dx = rstd * gw + cst - k * c (+ grad_add), c = x - shift;
-//   pw += g * xhat, xhat = (c - delta) * rstd; pb += g.
+//   fw += g * xhat, xhat = (c - delta) * rstd; fb += g.
 template <typename T, bool kWeight, bool kAdd>
-void GradRow(const T* gr, const T* xr, const T* w, const T* ga, T* dxr, double* pw, double* pb, int64_t cols,
-             const RowStats<ComputeOf<T>>& s, double k, double cst, bool stream) {
+void GradRow(const T* gr, const T* xr, const T* w, const T* ga, T* dxr, ComputeOf<T>* fw, ComputeOf<T>* fb,
+             int64_t cols, const RowStats<ComputeOf<T>>& s, double k, double cst, bool stream,
+             const T* next_x, const T* next_g) {
   using C = ComputeOf<T>;
   const hn::ScalableTag<C> d;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
@@ -368,18 +355,20 @@ void GradRow(const T* gr, const T* xr, const T* w, const T* ga, T* dxr, double* 
       } else {
         Store(d, dx, dxr + j);
       }
-      if (pw != nullptr) AccumulateDouble(d, hn::Mul(g, hn::Mul(hn::Sub(c, delta_v), rstd_v)), pw + j);
-      if (pb != nullptr) AccumulateDouble(d, g, pb + j);
+      if (fw != nullptr) {
+        hn::StoreU(hn::MulAdd(g, hn::Mul(hn::Sub(c, delta_v), rstd_v), hn::LoadU(d, fw + j)), d, fw + j);
+      }
+      if (fb != nullptr) hn::StoreU(hn::Add(hn::LoadU(d, fb + j), g), d, fb + j);
     } else {
       const int64_t rest = cols - j;
       StoreTail(d, dx, dxr + j, rest, buffer);
-      if (pw != nullptr) {
+      if (fw != nullptr) {
         hn::StoreU(hn::Mul(g, hn::Mul(hn::Sub(c, delta_v), rstd_v)), d, accbuf);
-        for (int64_t i = 0; i < rest; ++i) pw[j + i] += static_cast<double>(accbuf[i]);
+        for (int64_t i = 0; i < rest; ++i) fw[j + i] += accbuf[i];
       }
-      if (pb != nullptr) {
+      if (fb != nullptr) {
         hn::StoreU(g, d, accbuf);
-        for (int64_t i = 0; i < rest; ++i) pb[j + i] += static_cast<double>(accbuf[i]);
+        for (int64_t i = 0; i < rest; ++i) fb[j + i] += accbuf[i];
       }
     }
   };
@@ -388,6 +377,9 @@ void GradRow(const T* gr, const T* xr, const T* w, const T* ga, T* dxr, double* 
   int64_t j = 0;
   const int64_t full = cols - cols % lanes;
   for (; j < full; j += lanes) {
+    // While this row is finished from cache, the next row is fetched.
+    hwy::Prefetch(next_x + j);
+    hwy::Prefetch(next_g + j);
     step(ReadLanes(d, gr + j), ReadLanes(d, xr + j), kWeight ? ReadLanes(d, w + j) : one,
          kAdd ? ReadLanes(d, ga + j) : zero, j);
   }
@@ -410,6 +402,17 @@ void BackwardRows(const T* grad_y, const T* grad_add, const T* x, const T* weigh
   using C = ComputeOf<T>;
   const hn::ScalableTag<C> d;
   const double inv_cols = 1.0 / static_cast<double>(cols);
+  std::vector<C> fw_sums(pw != nullptr ? static_cast<size_t>(cols) : 0, C(0));
+  std::vector<C> fb_sums(pb != nullptr ? static_cast<size_t>(cols) : 0, C(0));
+  C* fw = pw != nullptr ? fw_sums.data() : nullptr;
+  C* fb = pb != nullptr ? fb_sums.data() : nullptr;
+  auto flush = [&](double* partial, C* sums) {
+    if (partial == nullptr) return;
+    for (int64_t j = 0; j < cols; ++j) {
+      partial[j] += static_cast<double>(sums[j]);
+      sums[j] = C(0);
+    }
+  };
   for (int64_t r = row_begin; r < row_end; ++r) {
     const int64_t offset = r * cols;
     const T* xr = x + offset;
@@ -428,16 +431,27 @@ void BackwardRows(const T* grad_y, const T* grad_add, const T* x, const T* weigh
     const double k = stats.rstd * stats.rstd * stats.rstd * mean_gwc;
     const double cst = k * stats.delta - stats.rstd * mean_gw;
     const bool stream_row = stream && AlignedFor(d, dxr);
+    const int64_t next = r + 1 < row_end ? offset + cols : offset;
+    const T* next_x = x + next;
+    const T* next_g = grad_y + next;
     if (weight != nullptr) {
       if (ga != nullptr) {
-        GradRow<T, true, true>(gr, xr, weight, ga, dxr, pw, pb, cols, stats, k, cst, stream_row);
+        GradRow<T, true, true>(gr, xr, weight, ga, dxr, fw, fb, cols, stats, k, cst, stream_row, next_x,
+                               next_g);
       } else {
-        GradRow<T, true, false>(gr, xr, weight, ga, dxr, pw, pb, cols, stats, k, cst, stream_row);
+        GradRow<T, true, false>(gr, xr, weight, ga, dxr, fw, fb, cols, stats, k, cst, stream_row, next_x,
+                                next_g);
       }
     } else if (ga != nullptr) {
-      GradRow<T, false, true>(gr, xr, weight, ga, dxr, pw, pb, cols, stats, k, cst, stream_row);
+      GradRow<T, false, true>(gr, xr, weight, ga, dxr, fw, fb, cols, stats, k, cst, stream_row, next_x,
+                              next_g);
     } else {
-      GradRow<T, false, false>(gr, xr, weight, ga, dxr, pw, pb, cols, stats, k, cst, stream_row);
+      GradRow<T, false, false>(gr, xr, weight, ga, dxr, fw, fb, cols, stats, k, cst, stream_row, next_x,
+                               next_g);
+    }
+    if ((r - row_begin + 1) % kFlushRows == 0 || r + 1 == row_end) {
+      flush(pw, fw);
+      flush(pb, fb);
     }
   }
   if (stream) hwy::FlushStream();
