@@ -383,3 +383,62 @@ def test_bias_without_weight_is_refused_by_the_legacy_custom_export():
         opbridge.onnx.export(
             _BiasOnly(False).eval(), (x, x, torch.randn(5)), route="custom", dynamo=False
         )
+
+
+# ---------------------------------------------------------------- float64, standard and ort routes
+
+
+class _Float64Norms(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        g = torch.Generator().manual_seed(10)
+        self.w = torch.nn.Parameter(1 + 0.1 * torch.randn(24, generator=g, dtype=torch.float64))
+        self.b = torch.nn.Parameter(0.1 * torch.randn(24, generator=g, dtype=torch.float64))
+
+    def forward(self, x, r):
+        y = opbridge.layer_norm(x, self.w, self.b, eps=1e-3)
+        out, total = opbridge.add_layer_norm(y, r, None, None, eps=1e-3)
+        return out, total
+
+
+@pytest.mark.parametrize(
+    ("exporter", "opset", "route"),
+    [
+        ("legacy", 16, "standard"),
+        ("legacy", 18, "standard"),
+        ("legacy", 18, "ort"),
+        ("dynamo", 18, "standard"),
+        ("dynamo", 23, "ort"),
+    ],
+)
+@pytest.mark.parametrize("level", ["disable_all", "enable_all"])
+def test_float64_is_exact_on_the_standard_and_ort_routes(exporter, opset, route, level):
+    # Below opset 17 the chain (with Mul for Pow, which ONNX Runtime does not
+    # fuse); from 17 LayerNormalization, which ONNX Runtime runs in float64.
+    # The ort route's SkipLayerNormalization is float32 only: float64 takes
+    # the standard form.
+    model = _Float64Norms().eval()
+    g = torch.Generator().manual_seed(11)
+    x = torch.randn(5, 24, generator=g, dtype=torch.float64)
+    r = torch.randn(5, 24, generator=g, dtype=torch.float64)
+    proto = opbridge.onnx.export(
+        model, (x, r), route=route, opset=opset, dynamo=exporter == "dynamo"
+    )
+    types = {n.op_type for n in proto.graph.node}
+    assert ("LayerNormalization" in types) == (opset >= 17), types
+    assert "SkipLayerNormalization" not in types
+    options = ort.SessionOptions()
+    options.graph_optimization_level = {
+        "disable_all": ort.GraphOptimizationLevel.ORT_DISABLE_ALL,
+        "enable_all": ort.GraphOptimizationLevel.ORT_ENABLE_ALL,
+    }[level]
+    session = ort.InferenceSession(
+        proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
+    )
+    names = [i.name for i in session.get_inputs()]
+    got = session.run(None, dict(zip(names, [x.numpy(), r.numpy()], strict=True)))
+    with torch.no_grad():
+        want = model(x, r)
+    for a, b in zip(got, want, strict=True):
+        assert a.dtype == np.float64
+        np.testing.assert_allclose(a, b.numpy(), rtol=1e-10, atol=1e-10)
