@@ -35,7 +35,7 @@ CONFIGS = [
 CONFIG_IDS = ["-".join(map(str, c)) for c in CONFIGS]
 
 # The fused node (domain, op_type) each op becomes for float32, by route and
-# opset: "standard23" is the standard route at opset >= 23.
+# opset: "standard23" is the standard route at opset >= 23, "standard" below it.
 FUSED = {
     "rms_norm": {
         "standard23": ("", "RMSNormalization"),
@@ -44,6 +44,16 @@ FUSED = {
     "add_rms_norm": {
         "standard23": ("", "RMSNormalization"),
         "ort": (MICROSOFT, "SkipSimplifiedLayerNormalization"),
+    },
+    "layer_norm": {
+        "standard": ("", "LayerNormalization"),
+        "standard23": ("", "LayerNormalization"),
+        "ort": ("", "LayerNormalization"),
+    },
+    "add_layer_norm": {
+        "standard": ("", "LayerNormalization"),
+        "standard23": ("", "LayerNormalization"),
+        "ort": (MICROSOFT, "SkipLayerNormalization"),
     },
     "bias_gelu": {"standard23": ("", "Gelu")},
     "rotary_embedding": {

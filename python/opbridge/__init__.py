@@ -18,8 +18,10 @@ from opbridge._library import (
     specs,
 )
 from opbridge.ops import (
+    add_layer_norm,
     add_rms_norm,
     bias_gelu,
+    layer_norm,
     normalize_image,
     rms_norm,
     rotary_embedding,
@@ -36,10 +38,12 @@ __all__ = [
     "Library",
     "VerificationReport",
     "__version__",
+    "add_layer_norm",
     "add_rms_norm",
     "bias_gelu",
     "build",
     "cmake_prefix_path",
+    "layer_norm",
     "libraries",
     "load_library",
     "nn",

@@ -8,8 +8,10 @@ import torch
 from torch import nn
 
 from opbridge.ops import (
+    add_layer_norm,
     add_rms_norm,
     bias_gelu,
+    layer_norm,
     normalize_image,
     rms_norm,
     rotary_embedding,
@@ -83,6 +85,66 @@ class AddRMSNorm(RMSNorm):
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         return add_rms_norm(x, residual, self.scale(), self.bias, self.eps)
+
+
+class LayerNorm(nn.Module):
+    """Layer normalization over the last dimension: a drop-in for
+    ``torch.nn.LayerNorm(dim, eps, elementwise_affine, bias)`` (same
+    ``weight`` and ``bias`` parameters and state_dict keys, ones and zeros
+    at start; ``normalized_shape`` is ``(dim,)``).
+    """
+
+    def __init__(
+        self,
+        dim: int | Sequence[int],
+        eps: float = 1e-5,
+        elementwise_affine: bool = True,
+        bias: bool = True,
+        device: torch.device | str | None = None,
+        dtype: torch.dtype | None = None,
+    ):
+        super().__init__()
+        if not isinstance(dim, int):
+            shape = tuple(dim)
+            if len(shape) != 1:
+                raise ValueError(
+                    f"opbridge.nn.{type(self).__name__} normalizes the last dimension only: "
+                    f"dim must be an int or a 1-element shape, got {shape}"
+                )
+            dim = shape[0]
+        factory = {"device": device, "dtype": dtype}
+        self.normalized_shape = (int(dim),)
+        self.eps = float(eps)
+        self.elementwise_affine = bool(elementwise_affine)
+        if self.elementwise_affine:
+            self.weight = nn.Parameter(torch.ones(self.normalized_shape, **factory))
+            if bias:
+                self.bias = nn.Parameter(torch.zeros(self.normalized_shape, **factory))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return layer_norm(x, self.weight, self.bias, self.eps)
+
+    def extra_repr(self) -> str:
+        return (
+            f"{self.normalized_shape}, eps={self.eps}, "
+            f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}"
+        )
+
+
+class AddLayerNorm(LayerNorm):
+    """The residual step: ``forward(x, residual)`` returns
+    ``(layer_norm(x + residual), x + residual)`` in one pass.
+
+    Parameters as :class:`LayerNorm` (optional ``weight`` and ``bias``).
+    """
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return add_layer_norm(x, residual, self.weight, self.bias, self.eps)
 
 
 class BiasGELU(nn.Module):

@@ -23,8 +23,10 @@ from opbridge.ops._card import (
     check_card,
     register_card,
 )
+from opbridge.ops.add_layer_norm import add_layer_norm
 from opbridge.ops.add_rms_norm import add_rms_norm
 from opbridge.ops.bias_gelu import bias_gelu
+from opbridge.ops.layer_norm import layer_norm
 from opbridge.ops.normalize_image import normalize_image
 from opbridge.ops.rms_norm import rms_norm
 from opbridge.ops.rotary_embedding import rotary_embedding
@@ -34,12 +36,14 @@ __all__ = [
     "Card",
     "Sample",
     "UnknownOperatorError",
+    "add_layer_norm",
     "add_rms_norm",
     "bias_gelu",
     "card",
     "cards",
     "check_card",
     "decomposition",
+    "layer_norm",
     "modules",
     "normalize_image",
     "register_card",

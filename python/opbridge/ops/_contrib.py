@@ -52,6 +52,26 @@ SCHEMAS: dict[str, Signature] = {
         attrs=(("epsilon", "float"),),
         types=(("T", _FLOATS), ("U", ("tensor(float)",))),
     ),
+    "SkipLayerNormalization": Signature(
+        domain=MICROSOFT,
+        since_version=1,
+        # beta is added after the norm, bias before it.
+        inputs=(
+            ("input", "T", False),
+            ("skip", "T", False),
+            ("gamma", "T", False),
+            ("beta", "T", True),
+            ("bias", "T", True),
+        ),
+        outputs=(
+            ("output", "T", False),
+            ("mean", "U", True),
+            ("inv_std_var", "U", True),
+            ("input_skip_bias_sum", "T", True),
+        ),
+        attrs=(("epsilon", "float"),),
+        types=(("T", _FLOATS), ("U", ("tensor(float)",))),
+    ),
     "BiasGelu": Signature(
         domain=MICROSOFT,
         since_version=1,

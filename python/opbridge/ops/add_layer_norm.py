@@ -1,0 +1,136 @@
+"""add_layer_norm: the residual step, residual add fused with LayerNorm."""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from opbridge.ops._builder import Builder
+from opbridge.ops._card import Card, Sample
+from opbridge.ops._inputs import bench_generator, bench_randn, bench_weight, make, with_grad
+from opbridge.ops.layer_norm import composite as layer_norm_composite
+from opbridge.ops.layer_norm import ones_of_last_dim
+from opbridge.ops.layer_norm import reference as layer_norm_reference
+from opbridge.ops.layer_norm import standard as layer_norm_standard
+
+
+def add_layer_norm(
+    x: torch.Tensor,
+    residual: torch.Tensor,
+    weight: torch.Tensor | None = None,
+    bias: torch.Tensor | None = None,
+    eps: float = 1e-5,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """``residual_out = x + residual``; ``out = layer_norm(residual_out, weight, bias, eps)``.
+
+    Returns ``(out, residual_out)``. ``residual`` has ``x``'s shape; ``weight``
+    and ``bias`` (each optional) are 1-D with ``x.shape[-1]`` elements; all of
+    one dtype (float32, float64, float16 or bfloat16). ``residual_out`` is
+    rounded to that dtype before it is normalized, exactly as the unfused
+    ``layer_norm(x + residual)``.
+    """
+    return torch.ops.opbridge.add_layer_norm.default(x, residual, weight, bias, eps)
+
+
+def standard(b: Builder, x, residual, weight=None, bias=None, *, eps: float):
+    """Add, then layer_norm's standard form on the sum (LayerNormalization
+    from opset 17, else the ReduceMean/Sub/Pow chain); outputs (out, sum)."""
+    total = b.op("Add", x, residual)
+    return layer_norm_standard(b, total, weight, bias, eps=eps), total
+
+
+_INT64_MAX = 2**63 - 1
+
+
+def ort(b: Builder, x, residual, weight=None, bias=None, *, eps: float):
+    """ONNX Runtime's SkipLayerNormalization (float32), whose fourth output
+    is the sum; its beta input is our bias (added after the norm; its own
+    bias input, added before the norm, stays empty), and a ones gamma stands
+    for an absent weight. It takes 2-D or 3-D inputs, so other ranks are
+    reshaped to [-1, hidden] and back. Other dtypes take the standard form."""
+    like = weight if weight is not None else bias if bias is not None else x
+    if b.float_dtype(like) != "float32":
+        return standard(b, x, residual, weight, bias, eps=eps)
+    gamma = weight if weight is not None else ones_of_last_dim(b, x, like)
+    shape = b.shape(x)
+    flat = shape is None or len(shape) not in (2, 3)
+    if flat:
+        full = b.op("Shape", x)
+        hidden = b.op("Slice", full, b.ints([-1]), b.ints([_INT64_MAX]))
+        rows = b.op("Concat", b.ints([-1]), hidden, axis=0)
+        x, residual = b.op("Reshape", x, rows), b.op("Reshape", residual, rows)
+    inputs = (x, residual, gamma) if bias is None else (x, residual, gamma, bias)
+    y, _, _, total = b.contrib("SkipLayerNormalization", *inputs, outputs=4, epsilon=float(eps))
+    if flat:
+        y, total = b.op("Reshape", y, full), b.op("Reshape", total, full)
+    return y, total
+
+
+def reference(x, residual, weight=None, bias=None, eps=1e-5):
+    total = x + residual
+    return layer_norm_reference(total, weight, bias, eps), total
+
+
+def samples(dtype=torch.float32, requires_grad=False, *, large=True, seed=0):
+    g = torch.Generator().manual_seed(seed)
+
+    def t(shape, scale=1.0):
+        return make(shape, dtype, requires_grad, g, scale)
+
+    def w(n):
+        return (1 + 0.1 * make((n,), dtype, False, g)).detach().requires_grad_(requires_grad)
+
+    yield Sample((t((1,)), t((1,))), label="one element")
+    yield Sample(
+        (t((4, 16)), t((4, 16)), w(16), t((16,), 0.1)),
+        {"eps": 1e-5},
+        label="typical + weight and bias",
+    )
+    yield Sample((t((4, 16)), t((4, 16))), label="typical, no weight or bias")
+    yield Sample((t((3, 5)), t((3, 5)), w(5)), label="weight only, odd row")
+    yield Sample((t((1, 1)), t((1, 1)), w(1), t((1,))), label="1x1")
+    yield Sample((t((2, 3, 8), 10.0), t((2, 3, 8)), w(8), None, 1e-3), label="3-d, eps=1e-3")
+    noncontig = t((24, 6)).detach().t()
+    yield Sample(
+        (noncontig.requires_grad_(requires_grad), t((6, 24)), w(24), t((24,), 0.1)),
+        label="non-contiguous",
+    )
+    if large:
+        yield Sample((t((2, 65536)), t((2, 65536)), w(65536)), label="very long row")
+        yield Sample((t((4096, 8)), t((4096, 8)), w(8), t((8,))), label="many rows")
+
+
+def bench_inputs(shape, dtype, requires_grad=False):
+    """x and residual ``[rows, cols]``, weight and bias ``[cols]``; default eps."""
+    rows, cols = shape
+    g = bench_generator()
+    x = bench_randn((rows, cols), dtype, g)
+    residual = bench_randn((rows, cols), dtype, g)
+    weight = bench_weight(cols, dtype, g)
+    bias = (0.1 * torch.randn(cols, generator=g)).to(dtype)
+    return with_grad((x, residual, weight, bias), requires_grad)
+
+
+def composite(x, residual, weight=None, bias=None, eps=1e-5):
+    total = x + residual
+    return layer_norm_composite(total, weight, bias, eps), total
+
+
+def builtin(x, residual, weight=None, bias=None, eps=1e-5):
+    """``F.layer_norm`` on ``x + residual``."""
+    total = x + residual
+    return F.layer_norm(total, (x.shape[-1],), weight, bias, eps), total
+
+
+CARD = Card(
+    name="add_layer_norm",
+    call=add_layer_norm,
+    standard=standard,
+    ort=ort,
+    reference=reference,
+    samples=samples,
+    bench_inputs=bench_inputs,
+    composite=composite,
+    builtin=builtin,
+    bench_backward=False,  # two outputs
+)
