@@ -7,8 +7,8 @@ import pytest
 import torch
 
 import opbridge
-from opbridge.ort import bind
 from opbridge.models import build_llama_block
+from opbridge.ort import bind
 
 
 @pytest.fixture(scope="module")

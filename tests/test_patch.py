@@ -247,3 +247,32 @@ def test_refusal_undoes_the_replacements_made_before_it():
     assert type(model[0]) is nn.RMSNorm
     with pytest.raises(ValueError, match="on_mismatch must be 'refuse' or 'skip'"):
         opbridge.patch(model, on_mismatch="ignore")
+
+
+@pytest.mark.parametrize(
+    "norm",
+    [nn.LayerNorm(16), nn.LayerNorm(16, bias=False), nn.LayerNorm(16, elementwise_affine=False)],
+    ids=["affine", "no-bias", "no-affine"],
+)
+def test_layernorm_is_replaced_exactly_and_restored(norm):
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 16), norm, nn.Linear(16, 4))
+    with torch.no_grad():
+        for p in norm.parameters():
+            p.normal_(1.0, 0.3)
+    reference = copy.deepcopy(model)
+    x = torch.randn(3, 5, 16)
+    opbridge.patch(model)
+    assert isinstance(model[1], opbridge.nn.LayerNorm)
+    assert model.opbridge_patch_summary.counts() == {"torch.nn.LayerNorm": 1}
+    assert model.state_dict().keys() == reference.state_dict().keys()
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), reference(x), rtol=1e-5, atol=1e-5)
+    opbridge.unpatch(model)
+    assert model[1] is norm
+
+
+def test_layernorm_over_two_dims_is_left_alone():
+    model = nn.Sequential(nn.LayerNorm((4, 16)))
+    opbridge.patch(model)
+    assert len(model.opbridge_patch_summary) == 0

@@ -128,6 +128,26 @@ def torch_rmsnorm_rule(parent: nn.Module, name: str, child: nn.Module):
 torch_rmsnorm_rule.rule_name = "torch.nn.RMSNorm"
 
 
+def torch_layernorm_rule(parent: nn.Module, name: str, child: nn.Module):
+    """``torch.nn.LayerNorm`` over the last dimension -> ``opbridge.nn.LayerNorm``
+    (the same weight and bias parameters, or none)."""
+    if type(child) is not nn.LayerNorm or len(child.normalized_shape) != 1:
+        return None
+    new = obnn.LayerNorm(
+        child.normalized_shape[0],
+        eps=child.eps,
+        elementwise_affine=child.weight is not None,
+        bias=child.bias is not None,
+        device="meta",
+    )
+    _share(new, "weight", child.weight)
+    _share(new, "bias", child.bias)
+    return {name: new}
+
+
+torch_layernorm_rule.rule_name = "torch.nn.LayerNorm"
+
+
 def rms_norm_rule(*classes: type, offset: float = 0.0) -> Rule:
     """A rule for modules that compute ``x * rsqrt(mean(x^2, -1) + eps) *
     (offset + weight)`` under another name (e.g. ``LlamaRMSNorm``;
@@ -177,7 +197,7 @@ def linear_gelu_rule(parent: nn.Module, name: str, child: nn.Module):
 
 linear_gelu_rule.rule_name = "nn.Linear + nn.GELU"
 
-DEFAULT_RULES: tuple[Rule, ...] = (torch_rmsnorm_rule, linear_gelu_rule)
+DEFAULT_RULES: tuple[Rule, ...] = (torch_rmsnorm_rule, torch_layernorm_rule, linear_gelu_rule)
 
 
 def _check_module(function: str, model: object) -> None:
@@ -262,7 +282,8 @@ def patch(
     """Replaces supported modules of ``model`` in place with opbridge ones and
     returns ``model``.
 
-    Built-in rules: ``torch.nn.RMSNorm``; ``nn.GELU`` directly after a biased
+    Built-in rules: ``torch.nn.RMSNorm``; ``torch.nn.LayerNorm`` over the last
+    dimension; ``nn.GELU`` directly after a biased
     ``nn.Linear`` in an ``nn.Sequential``. ``rules`` are tried first (e.g.
     ``rms_norm_rule(LlamaRMSNorm)``). The model itself (the root) is never
     replaced. Each replacement is checked on probe inputs (see the module's
