@@ -24,10 +24,10 @@ import torch
 
 import opbridge
 from opbridge.bench import op_sizes
-from opbridge.ort import bind
 from opbridge.demo import build_demo
 from opbridge.ops import card
-from opbridge.routes import Call, _OneCall
+from opbridge.ort import bind
+from opbridge.routes import Call, _one_call
 
 
 def _median_ms(fn, repeats: int) -> float:
@@ -53,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
         inputs = card(op).bench_inputs(dram, torch.float32)
         qualified = f"opbridge::{op}"
         cases[f"{op} {dram[0]}x{dram[1]}"] = (
-            _OneCall(qualified, Call(qualified, tuple(inputs), {})).eval(),
+            _one_call(qualified, Call(qualified, tuple(inputs), {})).eval(),
             tuple(a for a in inputs if isinstance(a, torch.Tensor)),
         )
     cases["demo model"] = build_demo()

@@ -27,7 +27,7 @@ import opbridge
 from opbridge.bench import op_sizes
 from opbridge.ops import cards
 from opbridge.ort import InferenceSession
-from opbridge.routes import Call, _OneCall
+from opbridge.routes import Call, _one_call
 
 
 def _time(model: bytes, feeds: dict, threads: int, repeats: int) -> float:
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'op':18s}" + "".join(f"{r + ' ms (x custom)':>24s}" for r in routes) + "  ort nodes")
     for qualified, card in cards().items():
         inputs = card.bench_inputs(shape, torch.float32)
-        module = _OneCall(qualified, Call(qualified, tuple(inputs), {})).eval()
+        module = _one_call(qualified, Call(qualified, tuple(inputs), {})).eval()
         tensors = tuple(a for a in inputs if isinstance(a, torch.Tensor))
         feeds_of = {}
         measured = {}

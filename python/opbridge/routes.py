@@ -154,22 +154,12 @@ def record_calls(model: torch.nn.Module, args: tuple) -> dict[str, list[Call]]:
     return by_op
 
 
-class _OneCall(torch.nn.Module):
+def _one_call(op: str, call: Call) -> torch.nn.Module:
     """One call of an operator as a model: its tensors are the inputs."""
+    from opbridge.testing import _OneOp
 
-    def __init__(self, op: str, call: Call):
-        super().__init__()
-        namespace, _, name = op.partition("::")
-        self.fn = getattr(getattr(torch.ops, namespace), name)
-        self.template = call.args
-        self.kwargs = call.kwargs
-        self.positions = [i for i, a in enumerate(call.args) if isinstance(a, torch.Tensor)]
-
-    def forward(self, *tensors):
-        args = list(self.template)
-        for position, tensor in zip(self.positions, tensors, strict=True):
-            args[position] = tensor
-        return self.fn(*args, **self.kwargs)
+    namespace, _, name = op.partition("::")
+    return _OneOp(getattr(getattr(torch.ops, namespace), name), call.args, call.kwargs)
 
 
 def _candidate_routes(op: str, requires_library: bool) -> list[str]:
@@ -220,7 +210,7 @@ def _measure(
 
     total_ms, worst = 0.0, 0.0
     for call in calls:
-        module = _OneCall(op, call).eval()
+        module = _one_call(op, call).eval()
         inputs = tuple(call.args[p] for p in module.positions)
         try:
             proto = export(module, inputs, route=route, opset=opset, dynamo=dynamo, verbose=False)

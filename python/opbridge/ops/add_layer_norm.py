@@ -7,6 +7,7 @@ import torch.nn.functional as F
 
 from opbridge.ops._builder import Builder
 from opbridge.ops._card import Card, Sample
+from opbridge.ops._contrib import skip_normalization
 from opbridge.ops._inputs import bench_generator, bench_randn, bench_weight, make, with_grad
 from opbridge.ops.layer_norm import composite as layer_norm_composite
 from opbridge.ops.layer_norm import ones_of_last_dim
@@ -39,9 +40,6 @@ def standard(b: Builder, x, residual, weight=None, bias=None, *, eps: float):
     return layer_norm_standard(b, total, weight, bias, eps=eps), total
 
 
-_INT64_MAX = 2**63 - 1
-
-
 def ort(b: Builder, x, residual, weight=None, bias=None, *, eps: float):
     """ONNX Runtime's SkipLayerNormalization (float32), whose fourth output
     is the sum; its beta input is our bias (added after the norm; its own
@@ -52,18 +50,8 @@ def ort(b: Builder, x, residual, weight=None, bias=None, *, eps: float):
     if b.float_dtype(like) != "float32":
         return standard(b, x, residual, weight, bias, eps=eps)
     gamma = weight if weight is not None else ones_of_last_dim(b, x, like)
-    shape = b.shape(x)
-    flat = shape is None or len(shape) not in (2, 3)
-    if flat:
-        full = b.op("Shape", x)
-        hidden = b.op("Slice", full, b.ints([-1]), b.ints([_INT64_MAX]))
-        rows = b.op("Concat", b.ints([-1]), hidden, axis=0)
-        x, residual = b.op("Reshape", x, rows), b.op("Reshape", residual, rows)
-    inputs = (x, residual, gamma) if bias is None else (x, residual, gamma, bias)
-    y, _, _, total = b.contrib("SkipLayerNormalization", *inputs, outputs=4, epsilon=float(eps))
-    if flat:
-        y, total = b.op("Reshape", y, full), b.op("Reshape", total, full)
-    return y, total
+    params = (gamma,) if bias is None else (gamma, bias)
+    return skip_normalization(b, "SkipLayerNormalization", x, residual, *params, epsilon=float(eps))
 
 
 def reference(x, residual, weight=None, bias=None, eps=1e-5):

@@ -7,6 +7,7 @@ import torch.nn.functional as F
 
 from opbridge.ops._builder import Builder
 from opbridge.ops._card import Card, Sample
+from opbridge.ops._contrib import skip_normalization
 from opbridge.ops._inputs import bench_generator, bench_randn, bench_weight, make, with_grad
 from opbridge.ops.rms_norm import composite as rms_norm_composite
 from opbridge.ops.rms_norm import reference as rms_norm_reference
@@ -38,9 +39,6 @@ def standard(b: Builder, x, residual, weight, bias=None, *, eps: float):
     return rms_norm_standard(b, total, weight, bias, eps=eps), total
 
 
-_INT64_MAX = 2**63 - 1
-
-
 def ort(b: Builder, x, residual, weight, bias=None, *, eps: float):
     """ONNX Runtime's SkipSimplifiedLayerNormalization (float32), whose
     fourth output is the sum; it takes 2-D or 3-D inputs, so other ranks are
@@ -49,21 +47,10 @@ def ort(b: Builder, x, residual, weight, bias=None, *, eps: float):
     the standard form."""
     if b.float_dtype(weight) != "float32":
         return standard(b, x, residual, weight, bias, eps=eps)
-    shape = b.shape(x)
-    flat = shape is None or len(shape) not in (2, 3)
-    if flat:
-        full = b.op("Shape", x)
-        hidden = b.op("Slice", full, b.ints([-1]), b.ints([_INT64_MAX]))
-        rows = b.op("Concat", b.ints([-1]), hidden, axis=0)
-        x, residual = b.op("Reshape", x, rows), b.op("Reshape", residual, rows)
-    y, _, _, total = b.contrib(
-        "SkipSimplifiedLayerNormalization", x, residual, weight, outputs=4, epsilon=float(eps)
+    y, total = skip_normalization(
+        b, "SkipSimplifiedLayerNormalization", x, residual, weight, epsilon=float(eps)
     )
-    if bias is not None:
-        y = b.op("Add", y, bias)
-    if flat:
-        y, total = b.op("Reshape", y, full), b.op("Reshape", total, full)
-    return y, total
+    return (b.op("Add", y, bias) if bias is not None else y), total
 
 
 def reference(x, residual, weight, bias=None, eps=1e-6):
