@@ -63,7 +63,7 @@ def test_patch_replaces_each_pattern_and_keeps_outputs():
     assert summary.counts() == {
         "torch.nn.RMSNorm": 2,
         "RMSNorm-like: LlamaRMSNorm": 1,
-        "nn.Linear + nn.GELU": 4,
+        "linear + GELU": 4,
     }
     assert "mlp.1: GELU -> BiasGELU" in str(summary)
     assert isinstance(model.norm, opbridge.nn.RMSNorm)
@@ -79,18 +79,27 @@ def test_patch_replaces_each_pattern_and_keeps_outputs():
     assert nn.RMSNorm not in types and nn.GELU not in types and LlamaRMSNorm not in types
 
 
-def test_without_the_class_rule_llama_norm_is_left_alone():
+def test_rms_norm_named_class_is_found_without_a_rule():
+    torch.manual_seed(0)
     model = Net()
+    _randomize(model)
+    reference = copy.deepcopy(model)
     opbridge.patch(model)
-    assert isinstance(model.llama_norm, LlamaRMSNorm)
-    assert len(model.opbridge_patch_summary) == 6
+    assert isinstance(model.llama_norm, opbridge.nn.RMSNorm)
+    assert model.llama_norm.offset == 0.0
+    assert model.opbridge_patch_summary.counts()["RMSNorm-like"] == 1
+    x = torch.randn(4, 7, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(model(x), reference(x), atol=1e-5, rtol=1e-5)
 
 
 def test_gelu_not_after_biased_linear_is_left_alone():
     model = nn.Sequential(nn.GELU(), nn.Linear(4, 4, bias=False), nn.GELU(), nn.ReLU())
     opbridge.patch(model)
-    assert len(model.opbridge_patch_summary) == 0
-    assert "nothing replaced" in str(model.opbridge_patch_summary)
+    summary = model.opbridge_patch_summary
+    assert len(summary) == 0
+    assert "nothing replaced" in str(summary)
+    assert [(s.path, s.reason) for s in summary.left] == [("2", "no biased linear layer feeds it")]
 
 
 def test_patched_model_trains_and_unpatch_restores_trained_originals():
@@ -234,10 +243,24 @@ def test_skip_leaves_the_module_with_a_warning_and_lists_it():
         )
     summary = model.opbridge_patch_summary
     assert isinstance(model[0], opbridge.nn.RMSNorm)
-    assert isinstance(model[1][1], GemmaRMSNorm)
     assert [s.path for s in summary.skipped] == ["1.1"]
     assert "differ by up to" in summary.skipped[0].reason
     assert "left (1):" in str(summary)
+    # The built-in rule, tried next, finds the (1 + weight) form itself.
+    assert isinstance(model[1][1], opbridge.nn.RMSNorm) and model[1][1].offset == 1.0
+    assert summary.replaced[-1].rule == "RMSNorm-like"
+
+
+def test_rms_norm_named_channel_norm_is_left_and_listed():
+    model = nn.Sequential(nn.Conv2d(3, 16, 1), ChannelRMSNorm(16))
+    x = torch.randn(2, 3, 5, 16)
+    expected = model(x)
+    opbridge.patch(model)
+    assert isinstance(model[1], ChannelRMSNorm)
+    (left,) = model.opbridge_patch_summary.left
+    assert left.path == "1" and left.rule == "RMSNorm-like"
+    assert "computes neither" in left.reason and "on a probe of shape" in left.reason
+    torch.testing.assert_close(model(x), expected, rtol=0, atol=0)
 
 
 def test_refusal_undoes_the_replacements_made_before_it():

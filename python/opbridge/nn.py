@@ -240,3 +240,33 @@ class NormalizeImage(nn.Module):
 
     def extra_repr(self) -> str:
         return f"mean={self.mean}, std={self.std}, channels_last_in={self.channels_last_in}"
+
+
+class ImageModel(nn.Module):
+    """``model(normalize_image(image))``: a vision model that takes images as
+    they come (uint8 ``[N, H, W, C]`` with ``channels_last_in=True``, or 0..255
+    ``[N, C, H, W]``) and normalizes them with opbridge's fused kernel in
+    front. ``mean``/``std`` on the 0..1 scale, as the model was trained with
+    (timm: ``model.pretrained_cfg["mean"]``; Hugging Face: the image
+    processor's ``image_mean`` / ``image_std``). ``input_name`` passes the
+    normalized image by keyword (``"pixel_values"`` for Hugging Face
+    models)."""
+
+    def __init__(
+        self,
+        model: nn.Module,
+        mean: Sequence[float],
+        std: Sequence[float],
+        channels_last_in: bool = True,
+        input_name: str | None = None,
+    ):
+        super().__init__()
+        self.normalize = NormalizeImage(mean, std, channels_last_in)
+        self.model = model
+        self.input_name = input_name
+
+    def forward(self, image: torch.Tensor):
+        x = self.normalize(image)
+        if self.input_name is not None:
+            return self.model(**{self.input_name: x})
+        return self.model(x)

@@ -24,6 +24,7 @@ differs beyond the dtype's tolerance (:data:`PROBE_TOLERANCE`), is refused
 
 from __future__ import annotations
 
+import re
 import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -40,10 +41,21 @@ SUMMARY_ATTR = "opbridge_patch_summary"
 
 @dataclass
 class Replacement:
+    """One change ``patch`` made: ``original`` -> ``replacement`` at ``path``.
+    For a changed forward (``classes`` set: the module's class before and
+    after) the module stays the same object and ``original`` is
+    ``replacement``."""
+
     path: str  # dotted name of the replaced child in the model
     rule: str
     original: nn.Module
     replacement: nn.Module
+    classes: tuple[type, type] | None = None
+
+    def describe(self) -> str:
+        if self.classes is not None:
+            return f"{self.classes[0].__name__} -> fused forward"
+        return f"{type(self.original).__name__} -> {type(self.replacement).__name__}"
 
 
 @dataclass
@@ -55,6 +67,11 @@ class Skipped:
 
 class PatchError(ValueError):
     """A replacement that would change the model's numbers."""
+
+
+class Leave(Exception):
+    """Raised by a rule for a module it recognizes but does not replace: the
+    reason goes to ``opbridge_patch_summary.left``."""
 
 
 # (rtol, atol) of the probe comparison, by the parameters' dtype.
@@ -70,10 +87,13 @@ _PROBE_OTHER = ((2, 5, 7), (5, 7))
 @dataclass
 class PatchSummary:
     """What ``patch`` replaced (or ``unpatch`` restored), in walk order, and
-    what it left (``skipped``: a replacement refused by its probe check)."""
+    what it left: ``skipped``, a replacement refused by its probe check
+    (``on_mismatch="skip"``); ``left``, a module a rule recognized but could
+    not replace (the reason says why)."""
 
     replaced: list[Replacement] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
+    left: list[Skipped] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.replaced)
@@ -90,11 +110,11 @@ class PatchSummary:
         else:
             lines = [f"opbridge.patch: {len(self.replaced)} module(s) replaced"]
         for r in self.replaced:
-            old, new = type(r.original).__name__, type(r.replacement).__name__
-            lines.append(f"  {r.path}: {old} -> {new} ({r.rule})")
-        if self.skipped:
-            lines.append(f"left ({len(self.skipped)}):")
-            lines += [f"  {s.path} ({s.rule}): {s.reason}" for s in self.skipped]
+            lines.append(f"  {r.path}: {r.describe()} ({r.rule})")
+        left = self.skipped + self.left
+        if left:
+            lines.append(f"left ({len(left)}):")
+            lines += [f"  {s.path} ({s.rule}): {s.reason}" for s in left]
         return "\n".join(lines)
 
 
@@ -174,30 +194,168 @@ def rms_norm_rule(*classes: type, offset: float = 0.0) -> Rule:
     return rule
 
 
+# Class names of RMS norms under other names: Hugging Face's LlamaRMSNorm,
+# Qwen3RMSNorm, GemmaRMSNorm, T5LayerNorm...; timm's RmsNorm (not RmsNorm2d,
+# a channel norm).
+_RMS_NORM_NAME = re.compile(r"(rms_?norm|T5LayerNorm)$", re.IGNORECASE)
+
+
+def rms_norm_like_rule(parent: nn.Module, name: str, child: nn.Module):
+    """A module named like an RMS norm (``*RMSNorm``, ``*RmsNorm``,
+    ``*T5LayerNorm``) with only a 1-D ``weight`` and an ``eps`` or
+    ``variance_epsilon`` -> ``opbridge.nn.RMSNorm``, scaling by ``weight`` or
+    by ``1 + weight`` (Gemma): the probe check picks the one the module
+    computes. One that computes neither (e.g. a channel norm over NCHW) is
+    left as it is, listed in ``opbridge_patch_summary.left``."""
+    if isinstance(child, nn.RMSNorm | obnn.RMSNorm) or not _RMS_NORM_NAME.search(
+        type(child).__name__
+    ):
+        return None
+    weight = getattr(child, "weight", None)
+    eps = getattr(child, "eps", getattr(child, "variance_epsilon", None))
+    if not isinstance(weight, nn.Parameter) or weight.dim() != 1 or not isinstance(eps, float):
+        raise Leave("no 1-D weight parameter with a float eps or variance_epsilon")
+    if len(list(child.parameters())) != 1 or len(child._modules):
+        raise Leave("has parameters or submodules besides its weight")
+    mismatches = []
+    for offset in (0.0, 1.0):
+        candidate = _rms_norm_from(weight, eps, offset)
+        mismatches.append(_probe([child], [candidate]))
+        if mismatches[-1] is None:
+            return {name: candidate}
+    raise Leave(f"computes neither weight nor (1 + weight) times x / rms(x): {mismatches[0]}")
+
+
+rms_norm_like_rule.rule_name = "RMSNorm-like"
+
+
+def _gelu_approximate(module: nn.Module) -> str | None:
+    """``"none"`` or ``"tanh"``: the GELU ``module`` computes (on a probe),
+    or None for anything else (e.g. QuickGELU)."""
+    if type(module) is nn.GELU:
+        return module.approximate
+    if "gelu" not in type(module).__name__.lower() or any(True for _ in module.parameters()):
+        return None
+    x = torch.linspace(-6.0, 6.0, 97, dtype=torch.float32)
+    try:
+        with torch.no_grad():
+            got = module(x)
+    except Exception:
+        return None
+    rtol, atol = PROBE_TOLERANCE[torch.float32]
+    for approximate in ("none", "tanh"):
+        want = torch.nn.functional.gelu(x, approximate=approximate)
+        if isinstance(got, torch.Tensor) and torch.allclose(got, want, rtol=rtol, atol=atol):
+            return approximate
+    return None
+
+
+class _MatMul(nn.Module):
+    """``x @ weight``: Hugging Face's ``Conv1D`` (GPT-2) without its bias."""
+
+    def __init__(self, weight: nn.Parameter):
+        super().__init__()
+        self.weight = weight
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x @ self.weight
+
+
+def _unbiased(linear: nn.Module) -> tuple[nn.Module, nn.Parameter, int, int] | None:
+    """``(linear without bias, bias, in, out)`` for a biased ``nn.Linear`` or
+    Hugging Face ``Conv1D``; None for anything else."""
+    bias = getattr(linear, "bias", None)
+    if not isinstance(bias, nn.Parameter):
+        return None
+    if type(linear) is nn.Linear:
+        new = nn.Linear(linear.in_features, linear.out_features, bias=False, device="meta")
+        _share(new, "weight", linear.weight)
+        return new, bias, linear.in_features, linear.out_features
+    weight = getattr(linear, "weight", None)
+    if (
+        type(linear).__name__ == "Conv1D"
+        and isinstance(weight, nn.Parameter)
+        and weight.dim() == 2
+        and getattr(linear, "nf", None) == weight.shape[1] == bias.shape[0]
+    ):
+        return _MatMul(weight), bias, weight.shape[0], weight.shape[1]
+    return None
+
+
+def _parent_computes_same(parent: nn.Module, changes: Mapping[str, nn.Module], size: int) -> str:
+    """Runs ``parent`` on a ``[2, 3, size]`` probe with and without
+    ``changes``: "" when the outputs agree, else why not."""
+    dtype = _dtype([parent])
+    if dtype is None:
+        return "its parameters are on the meta device"
+    device = next((p.device for p in parent.parameters()), torch.device("cpu"))
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn((2, 3, size), generator=generator).to(device, dtype)
+    originals = {n: parent._modules[n] for n in changes}
+    try:
+        with torch.no_grad():
+            want = parent(x)
+            for n, new in changes.items():
+                setattr(parent, n, new)
+            got = parent(x)
+    except Exception as error:
+        first = str(error).strip().splitlines()
+        return f"{type(parent).__name__} did not run on a probe: {first[0] if first else error!r}"
+    finally:
+        for n, old in originals.items():
+            setattr(parent, n, old)
+    if not isinstance(want, torch.Tensor) or not isinstance(got, torch.Tensor):
+        return f"{type(parent).__name__} does not return one tensor"
+    if differs(got, want) is not None:
+        return f"{type(parent).__name__} does not apply it right after a biased linear layer"
+    return ""
+
+
 def linear_gelu_rule(parent: nn.Module, name: str, child: nn.Module):
-    """``nn.GELU`` right after a biased ``nn.Linear`` in an ``nn.Sequential``
-    -> the Linear without its bias + ``opbridge.nn.BiasGELU`` holding that
-    bias."""
-    if not isinstance(parent, nn.Sequential) or type(child) is not nn.GELU:
+    """A GELU (``nn.GELU``, or a module named like one that computes the erf
+    or tanh GELU: Hugging Face's ``GELUActivation``, ``NewGELUActivation``,
+    ``GELUTanh``...) applied to a biased ``nn.Linear`` (or Hugging Face
+    ``Conv1D``) -> that layer without its bias + ``opbridge.nn.BiasGELU``
+    holding the bias. In an ``nn.Sequential`` the layer is the one right
+    before; elsewhere (BERT's intermediate layer, GPT-2's or ViT's MLP) the
+    sibling whose pairing leaves the parent's output unchanged on a probe."""
+    approximate = _gelu_approximate(child)
+    if approximate is None:
         return None
     names = list(parent._modules)
     index = names.index(name)
-    if index == 0:
+    if isinstance(parent, nn.Sequential):
+        candidates = names[index - 1 : index] if index else []
+    else:
+        candidates = [n for n in names if n != name]
+    reasons = []
+    for other in candidates:
+        found = _unbiased(parent._modules[other])
+        if found is None:
+            continue
+        unbiased, bias, size_in, size_out = found
+        gelu = obnn.BiasGELU(size_out, approximate=approximate, device="meta")
+        _share(gelu, "bias", bias)
+        changes = {other: unbiased, name: gelu}
+        if isinstance(parent, nn.Sequential):
+            return changes
+        reason = _parent_computes_same(parent, changes, size_in)
+        if not reason:
+            return changes
+        reasons.append(reason)
+    if isinstance(parent, nn.Sequential) and not candidates:
         return None
-    prev_name = names[index - 1]
-    linear = parent._modules[prev_name]
-    if type(linear) is not nn.Linear or linear.bias is None:
-        return None
-    unbiased = nn.Linear(linear.in_features, linear.out_features, bias=False, device="meta")
-    _share(unbiased, "weight", linear.weight)
-    gelu = obnn.BiasGELU(linear.out_features, approximate=child.approximate, device="meta")
-    _share(gelu, "bias", linear.bias)
-    return {prev_name: unbiased, name: gelu}
+    raise Leave(reasons[0] if reasons else "no biased linear layer feeds it")
 
 
-linear_gelu_rule.rule_name = "nn.Linear + nn.GELU"
+linear_gelu_rule.rule_name = "linear + GELU"
 
-DEFAULT_RULES: tuple[Rule, ...] = (torch_rmsnorm_rule, torch_layernorm_rule, linear_gelu_rule)
+DEFAULT_RULES: tuple[Rule, ...] = (
+    torch_rmsnorm_rule,
+    torch_layernorm_rule,
+    rms_norm_like_rule,
+    linear_gelu_rule,
+)
 
 
 def _check_module(function: str, model: object) -> None:
@@ -238,7 +396,6 @@ def _probe(originals: list[nn.Module], replacements: list[nn.Module]) -> str | N
     if dtype is None:
         return None  # meta parameters: nothing to run
     size = _feature_size(originals)
-    rtol, atol = PROBE_TOLERANCE.get(dtype, PROBE_TOLERANCE[torch.float32])
     generator = torch.Generator().manual_seed(0)
     shapes = [(2, 3, size), (3, size), (2, size, *_PROBE_OTHER[1]), (*_PROBE_OTHER[0], size)]
     device = next((p.device for m in originals for p in m.parameters()), torch.device("cpu"))
@@ -260,32 +417,47 @@ def _probe(originals: list[nn.Module], replacements: list[nn.Module]) -> str | N
             )
         if not isinstance(got, torch.Tensor) or not isinstance(want, torch.Tensor):
             continue  # tuple outputs: compared by the caller's tests, not here
-        if got.shape != want.shape:
-            return (
-                f"on a probe of shape {list(shape)} the output shape is {list(got.shape)}, "
-                f"the original's {list(want.shape)}"
-            )
-        error = (got.double() - want.double()).abs()
-        bound = atol + rtol * want.double().abs()
-        if not bool((error <= bound).all()):
-            return (
-                f"on a probe of shape {list(shape)} ({str(dtype).removeprefix('torch.')}) the "
-                f"outputs differ by up to {error.max().item():.3g} (tolerance {atol:g} + "
-                f"{rtol:g} * |x|)"
-            )
+        mismatch = differs(got, want)
+        if mismatch is not None:
+            kind = str(dtype).removeprefix("torch.")
+            return f"on a probe of shape {list(shape)} ({kind}) {mismatch}"
     return None  # also when no probe fits the original: nothing to compare
 
 
+def differs(got: torch.Tensor, want: torch.Tensor) -> str | None:
+    """None when ``got`` matches ``want`` within :data:`PROBE_TOLERANCE` for
+    ``want``'s dtype, else how they differ."""
+    rtol, atol = PROBE_TOLERANCE.get(want.dtype, PROBE_TOLERANCE[torch.float32])
+    if got.shape != want.shape:
+        return f"the output shape is {list(got.shape)}, the original's {list(want.shape)}"
+    error = (got.double() - want.double()).abs()
+    if not bool((error <= atol + rtol * want.double().abs()).all()):
+        return (
+            f"the outputs differ by up to {error.max().item():.3g} (tolerance {atol:g} + "
+            f"{rtol:g} * |x|)"
+        )
+    return None
+
+
 def patch(
-    model: nn.Module, *, rules: list[Rule] | None = None, on_mismatch: str = "refuse"
+    model: nn.Module,
+    *,
+    rules: list[Rule] | None = None,
+    on_mismatch: str = "refuse",
+    forwards: bool = True,
 ) -> nn.Module:
     """Replaces supported modules of ``model`` in place with opbridge ones and
     returns ``model``.
 
-    Built-in rules: ``torch.nn.RMSNorm``; ``torch.nn.LayerNorm`` over the last
-    dimension; ``nn.GELU`` directly after a biased
-    ``nn.Linear`` in an ``nn.Sequential``. ``rules`` are tried first (e.g.
-    ``rms_norm_rule(LlamaRMSNorm)``). The model itself (the root) is never
+    Module rules (first the caller's ``rules``, e.g.
+    ``rms_norm_rule(MyNorm)``, then the built-in ones): ``torch.nn.RMSNorm``
+    and ``torch.nn.LayerNorm`` over the last dimension; modules named like
+    an RMS norm (:func:`rms_norm_like_rule`: Hugging Face's Llama, Mistral,
+    Qwen, Gemma, Phi-3 and T5 norms, q/k norms included); a GELU applied to
+    a biased linear layer (:func:`linear_gelu_rule`). Then, with
+    ``forwards=True``, fused forwards (:mod:`opbridge.fusions`): residual add
+    + norm in Hugging Face decoder and encoder layers, and their rotary
+    embedding on opbridge's kernel. The model itself (the root) is never
     replaced. Each replacement is checked on probe inputs (see the module's
     documentation): a mismatch raises :class:`PatchError`
     (``on_mismatch="refuse"``, the default; nothing is replaced then) or
@@ -316,6 +488,18 @@ def patch(
         object.__setattr__(model, _RECORD_ATTR, records)
     start = len(records)
 
+    def refuse(where: str, rule_name: str, mismatch: str) -> None:
+        message = (
+            f"opbridge.patch: {where} by rule '{rule_name}' would change the model's "
+            f"numbers: {mismatch}"
+        )
+        if on_mismatch == "refuse":
+            _restore(records[start:])
+            del records[start:]
+            raise PatchError(message + " (patch(..., on_mismatch='skip') leaves it instead)")
+        warnings.warn(message + "; left as it was", stacklevel=4)
+        summary.skipped.append(Skipped(where.split(" ")[0], rule_name, mismatch))
+
     def walk(parent: nn.Module, prefix: str) -> None:
         replaced: set[str] = set()
         for name in list(parent._modules):
@@ -323,23 +507,17 @@ def patch(
             if child is None or name in replaced:
                 continue
             for rule in all_rules:
-                changes = rule(parent, name, child)
+                try:
+                    changes = rule(parent, name, child)
+                except Leave as why:
+                    summary.left.append(Skipped(prefix + name, _rule_name(rule), str(why)))
+                    continue
                 if not changes:
                     continue
-                order = [n for n in parent._modules if n in changes]
+                order = list(changes)  # the rule's order: the data flows through them in it
                 mismatch = _probe([parent._modules[n] for n in order], [changes[n] for n in order])
                 if mismatch is not None:
-                    path = prefix + name
-                    message = (
-                        f"opbridge.patch: {path} ({type(child).__name__}) by rule "
-                        f"'{_rule_name(rule)}' would change the model's numbers: {mismatch}"
-                    )
-                    if on_mismatch == "refuse":
-                        _restore(records[start:])
-                        del records[start:]
-                        raise PatchError(message)
-                    warnings.warn(message + "; left as it was", stacklevel=3)
-                    summary.skipped.append(Skipped(path, _rule_name(rule), mismatch))
+                    refuse(f"{prefix}{name} ({type(child).__name__})", _rule_name(rule), mismatch)
                     continue
                 for child_name, new in changes.items():
                     original = parent._modules[child_name]
@@ -353,13 +531,47 @@ def patch(
                 walk(child, f"{prefix}{name}.")
 
     walk(model, "")
+    if forwards:
+        _fuse_forwards(model, summary, records, refuse)
     object.__setattr__(model, SUMMARY_ATTR, summary)
     return model
+
+
+def _fuse_forwards(model: nn.Module, summary: PatchSummary, records: list, refuse) -> None:
+    """The second pass: modules whose forward opbridge replaces by a fused
+    one (see :mod:`opbridge.fusions`), each checked on a probe."""
+    from opbridge import fusions
+
+    for path, module in list(model.named_modules()):
+        if module is model:
+            continue
+        try:
+            found = fusions.find(module)
+        except Leave as why:
+            summary.left.append(Skipped(path, fusions.rule_of(module), str(why)))
+            continue
+        if found is None:
+            continue
+        rule_name, fused_class, probe = found
+        original_class = type(module)
+        mismatch = probe(module, fused_class)
+        if mismatch is not None:
+            refuse(f"{path} ({original_class.__name__})", rule_name, mismatch)
+            continue
+        module.__class__ = fused_class
+        record = Replacement(path, rule_name, module, module, (original_class, fused_class))
+        summary.replaced.append(record)
+        records.append((module, None, record))
 
 
 def _restore(records: list) -> list[Replacement]:
     restored = []
     for parent, child_name, record in reversed(records):
+        if record.classes is not None:
+            if type(parent) is record.classes[1]:
+                parent.__class__ = record.classes[0]
+                restored.append(record)
+            continue
         if parent._modules.get(child_name) is record.replacement:
             setattr(parent, child_name, record.original)
             restored.append(record)
