@@ -34,6 +34,7 @@ class Output(nn.Module):
         self.model = model
         self.output = output
         self.input_name = input_name or _input_name(model)
+        self.train(model.training)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         result = self.model(**{self.input_name: x})

@@ -1,0 +1,260 @@
+"""opbridge.patch on Hugging Face model families: tiny random-init models
+built from configs (nothing downloaded), patched in one call."""
+
+from __future__ import annotations
+
+import copy
+
+import numpy as np
+import pytest
+import torch
+import transformers
+from transformers.models.gemma import modeling_gemma
+from transformers.models.llama import modeling_llama
+
+import opbridge
+from opbridge import hf
+
+SMALL = dict(
+    vocab_size=96,
+    hidden_size=64,
+    intermediate_size=96,
+    num_hidden_layers=1,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    max_position_embeddings=64,
+    bos_token_id=1,
+    eos_token_id=2,
+    pad_token_id=0,
+    use_cache=False,
+)
+ENCODER = dict(hidden_size=64, num_hidden_layers=1, num_attention_heads=4, intermediate_size=96)
+
+NORM = "RMSNorm-like"
+DECODER = "residual add + RMSNorm (decoder layer)"
+ROTARY = "rotary embedding (apply_rotary_pos_emb)"
+LAYER_NORM = "torch.nn.LayerNorm"
+GELU = "linear + GELU"
+POST_NORM = "residual add + LayerNorm (post-norm output)"
+VIT_LAYER = "residual add + LayerNorm (ViT layer)"
+
+
+def _decoder(name, **extra):
+    config = getattr(transformers, f"{name}Config")(**SMALL, **extra)
+    return getattr(transformers, f"{name}ForCausalLM")(config)
+
+
+# family -> (builder, output, expected counts, custom-route opbridge node types)
+FAMILIES = {
+    "llama": (
+        lambda: _decoder("Llama"),
+        "logits",
+        {NORM: 3, DECODER: 1, ROTARY: 1},
+        {"RmsNorm", "AddRmsNorm", "RotaryEmbedding"},
+    ),
+    "mistral": (
+        lambda: _decoder("Mistral"),
+        "logits",
+        {NORM: 3, DECODER: 1, ROTARY: 1},
+        {"RmsNorm", "AddRmsNorm", "RotaryEmbedding"},
+    ),
+    "qwen2": (
+        lambda: _decoder("Qwen2"),
+        "logits",
+        {NORM: 3, DECODER: 1, ROTARY: 1},
+        {"RmsNorm", "AddRmsNorm", "RotaryEmbedding"},
+    ),
+    # q and k norms: two more RMS norms per layer.
+    "qwen3": (
+        lambda: _decoder("Qwen3", head_dim=16),
+        "logits",
+        {NORM: 5, DECODER: 1, ROTARY: 1},
+        {"RmsNorm", "AddRmsNorm", "RotaryEmbedding"},
+    ),
+    "gemma": (
+        lambda: _decoder("Gemma", head_dim=16),
+        "logits",
+        {NORM: 3, DECODER: 1, ROTARY: 1},
+        {"RmsNorm", "AddRmsNorm", "RotaryEmbedding"},
+    ),
+    "gemma2": (
+        lambda: _decoder("Gemma2", head_dim=16),
+        "logits",
+        {NORM: 5, DECODER: 1, ROTARY: 1},
+        {"RmsNorm", "AddRmsNorm", "RotaryEmbedding"},
+    ),
+    "phi3": (
+        lambda: _decoder("Phi3"),
+        "logits",
+        {NORM: 3, DECODER: 1, ROTARY: 1},
+        {"RmsNorm", "AddRmsNorm", "RotaryEmbedding"},
+    ),
+    "t5": (
+        lambda: transformers.T5EncoderModel(
+            transformers.T5Config(
+                vocab_size=96,
+                d_model=64,
+                d_kv=16,
+                d_ff=96,
+                num_layers=1,
+                num_heads=4,
+                # torch 2.13's exporter fails on T5's SDPA path (patched or not).
+                attn_implementation="eager",
+            )
+        ),
+        "last_hidden_state",
+        {NORM: 3},
+        {"RmsNorm"},
+    ),
+    "bert": (
+        lambda: transformers.BertModel(transformers.BertConfig(vocab_size=96, **ENCODER)),
+        "last_hidden_state",
+        {LAYER_NORM: 3, GELU: 2, POST_NORM: 2},
+        {"LayerNorm", "AddLayerNorm", "BiasGelu"},
+    ),
+    "gpt2": (
+        lambda: transformers.GPT2LMHeadModel(
+            transformers.GPT2Config(
+                vocab_size=96, n_embd=64, n_layer=1, n_head=4, bos_token_id=1, eos_token_id=2
+            )
+        ),
+        "logits",
+        {LAYER_NORM: 3, GELU: 2},
+        {"LayerNorm", "BiasGelu"},
+    ),
+    "vit": (
+        lambda: transformers.ViTModel(
+            transformers.ViTConfig(**ENCODER, image_size=32, patch_size=8)
+        ),
+        "last_hidden_state",
+        {LAYER_NORM: 3, GELU: 2, VIT_LAYER: 1},
+        {"LayerNorm", "AddLayerNorm", "BiasGelu"},
+    ),
+}
+
+
+def build(family: str):
+    """(model with randomized norm weights, an unpatched copy, example)."""
+    builder, output, _, _ = FAMILIES[family]
+    torch.manual_seed(0)
+    model = builder().eval()
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "norm" in name.lower() or ".ln_" in name:
+                param.add_(0.2 * torch.randn_like(param))
+    example = hf.example_inputs(model, batch=2, seq=7)
+    return hf.Output(model, output), hf.Output(copy.deepcopy(model), output), example
+
+
+@pytest.fixture(scope="module", params=sorted(FAMILIES))
+def patched(request):
+    model, reference, example = build(request.param)
+    opbridge.patch(model.model)
+    return request.param, model, reference, example
+
+
+def test_patch_replaces_the_expected_modules(patched):
+    family, model, _, _ = patched
+    summary = model.model.opbridge_patch_summary
+    assert summary.counts() == FAMILIES[family][2], str(summary)
+    assert not summary.skipped
+
+
+def test_patched_outputs_match_the_unpatched_model(patched):
+    _, model, reference, example = patched
+    with torch.no_grad():
+        torch.testing.assert_close(model(*example), reference(*example), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("route", ["custom", "standard"])
+def test_export_with_dynamic_batch_and_sequence_matches_the_unpatched_model(patched, route):
+    family, model, reference, example = patched
+    dynamic = hf.dynamic_shapes(example, sequence=family != "vit")
+    proto = opbridge.onnx.export(model, example, route=route, dynamic_shapes=dynamic)
+    dims = [d.dim_param for d in proto.graph.input[0].type.tensor_type.shape.dim]
+    assert dims[0] and (family == "vit" or dims[1]), dims
+    found = {n.op_type for n in proto.graph.node if n.domain == opbridge.ONNX_DOMAIN}
+    assert found == (FAMILIES[family][3] if route == "custom" else set())
+    session = opbridge.ort.InferenceSession(proto.SerializeToString())
+    shapes = [(3, 3, 32, 32)] if family == "vit" else [(3, 11), (1, 4)]
+    for i, shape in enumerate(shapes):
+        generator = torch.Generator().manual_seed(i)
+        if family == "vit":
+            x = torch.randn(shape, generator=generator)
+        else:
+            x = torch.randint(0, 96, shape, generator=generator)
+        (got,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
+        with torch.no_grad():
+            want = reference(x).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+def test_unpatch_restores_bitwise_outputs(patched):
+    family, model, reference, example = patched
+    copy_ = copy.deepcopy(model)
+    opbridge.unpatch(copy_.model)
+    assert len(copy_.model.opbridge_patch_summary) == sum(FAMILIES[family][2].values())
+    with torch.no_grad():
+        assert torch.equal(copy_(*example), reference(*example))
+
+
+def test_fused_forwards_are_scoped_to_the_patched_model():
+    model, _, example = build("llama")
+    other, _, _ = build("llama")
+    opbridge.patch(model.model)
+    attention = model.model.model.layers[0].self_attn
+    assert type(attention) is not modeling_llama.LlamaAttention
+    assert isinstance(attention, modeling_llama.LlamaAttention)
+    assert type(other.model.model.layers[0].self_attn) is modeling_llama.LlamaAttention
+    assert modeling_llama.apply_rotary_pos_emb.__module__ == modeling_llama.__name__
+    assert model.model.state_dict().keys() == other.model.state_dict().keys()
+    opbridge.unpatch(model.model)
+    assert type(attention) is modeling_llama.LlamaAttention
+
+
+def test_gemma_norm_as_a_plain_rms_norm_is_refused_with_the_path():
+    model, _, _ = build("gemma")
+    rule = opbridge.patching.rms_norm_rule(modeling_gemma.GemmaRMSNorm)
+    with pytest.raises(
+        opbridge.patching.PatchError,
+        match=r"model\.layers\.0\.input_layernorm \(GemmaRMSNorm\).*differ by up to",
+    ):
+        opbridge.patch(model.model, rules=[rule])
+    assert type(model.model.model.layers[0].input_layernorm) is modeling_gemma.GemmaRMSNorm
+
+
+def test_summary_lists_what_was_seen_and_left():
+    model, _, _ = build("gemma")
+    opbridge.patch(model.model)
+    left = {s.path: s.reason for s in model.model.opbridge_patch_summary.left}
+    assert left == {"model.layers.0.mlp.act_fn": "no biased linear layer feeds it"}
+    assert "left (1):" in str(model.model.opbridge_patch_summary)
+
+
+def test_patched_model_trains():
+    model, _, example = build("llama")
+    opbridge.patch(model.model)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-2)
+    target = torch.randint(0, 96, example[0].shape)
+    losses = []
+    model.train()
+    for _ in range(8):
+        optimizer.zero_grad()
+        logits = model(*example)
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), target.flatten())
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.item())
+    assert losses[-1] < losses[0]
+
+
+def test_image_model_normalizes_in_front():
+    model, reference, _ = build("vit")
+    mean, std = (0.5, 0.4, 0.3), (0.2, 0.25, 0.3)
+    wrapped = opbridge.nn.ImageModel(model, mean, std, channels_last_in=True)
+    image = torch.randint(0, 256, (2, 32, 32, 3), dtype=torch.uint8)
+    pixels = (image.permute(0, 3, 1, 2).float() / 255 - torch.tensor(mean)[:, None, None]) / (
+        torch.tensor(std)[:, None, None]
+    )
+    with torch.no_grad():
+        torch.testing.assert_close(wrapped(image), reference(pixels), rtol=1e-4, atol=1e-4)
