@@ -8,27 +8,11 @@ import copy
 import numpy as np
 import pytest
 import torch
-import transformers
 from transformers.models.gemma import modeling_gemma
 from transformers.models.llama import modeling_llama
 
 import opbridge
 from opbridge import hf
-
-SMALL = dict(
-    vocab_size=96,
-    hidden_size=64,
-    intermediate_size=96,
-    num_hidden_layers=1,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    max_position_embeddings=64,
-    bos_token_id=1,
-    eos_token_id=2,
-    pad_token_id=0,
-    use_cache=False,
-)
-ENCODER = dict(hidden_size=64, num_hidden_layers=1, num_attention_heads=4, intermediate_size=96)
 
 NORM = "RMSNorm-like"
 DECODER = "residual add + RMSNorm (decoder layer)"
@@ -37,116 +21,37 @@ LAYER_NORM = "torch.nn.LayerNorm"
 GELU = "linear + GELU"
 POST_NORM = "residual add + LayerNorm (post-norm output)"
 VIT_LAYER = "residual add + LayerNorm (ViT layer)"
+LLAMA_LIKE = ({NORM: 3, DECODER: 1, ROTARY: 1}, {"RmsNorm", "AddRmsNorm", "RotaryEmbedding"})
 
-
-def _decoder(name, **extra):
-    config = getattr(transformers, f"{name}Config")(**SMALL, **extra)
-    return getattr(transformers, f"{name}ForCausalLM")(config)
-
-
-# family -> (builder, output, expected counts, custom-route opbridge node types)
-FAMILIES = {
-    "llama": (
-        lambda: _decoder("Llama"),
-        "logits",
-        {NORM: 3, DECODER: 1, ROTARY: 1},
-        {"RmsNorm", "AddRmsNorm", "RotaryEmbedding"},
-    ),
-    "mistral": (
-        lambda: _decoder("Mistral"),
-        "logits",
-        {NORM: 3, DECODER: 1, ROTARY: 1},
-        {"RmsNorm", "AddRmsNorm", "RotaryEmbedding"},
-    ),
-    "qwen2": (
-        lambda: _decoder("Qwen2"),
-        "logits",
-        {NORM: 3, DECODER: 1, ROTARY: 1},
-        {"RmsNorm", "AddRmsNorm", "RotaryEmbedding"},
-    ),
-    # q and k norms: two more RMS norms per layer.
-    "qwen3": (
-        lambda: _decoder("Qwen3", head_dim=16),
-        "logits",
-        {NORM: 5, DECODER: 1, ROTARY: 1},
-        {"RmsNorm", "AddRmsNorm", "RotaryEmbedding"},
-    ),
-    "gemma": (
-        lambda: _decoder("Gemma", head_dim=16),
-        "logits",
-        {NORM: 3, DECODER: 1, ROTARY: 1},
-        {"RmsNorm", "AddRmsNorm", "RotaryEmbedding"},
-    ),
-    "gemma2": (
-        lambda: _decoder("Gemma2", head_dim=16),
-        "logits",
-        {NORM: 5, DECODER: 1, ROTARY: 1},
-        {"RmsNorm", "AddRmsNorm", "RotaryEmbedding"},
-    ),
-    "phi3": (
-        lambda: _decoder("Phi3"),
-        "logits",
-        {NORM: 3, DECODER: 1, ROTARY: 1},
-        {"RmsNorm", "AddRmsNorm", "RotaryEmbedding"},
-    ),
-    "t5": (
-        lambda: transformers.T5EncoderModel(
-            transformers.T5Config(
-                vocab_size=96,
-                d_model=64,
-                d_kv=16,
-                d_ff=96,
-                num_layers=1,
-                num_heads=4,
-                # torch 2.13's exporter fails on T5's SDPA path (patched or not).
-                attn_implementation="eager",
-            )
-        ),
-        "last_hidden_state",
-        {NORM: 3},
-        {"RmsNorm"},
-    ),
-    "bert": (
-        lambda: transformers.BertModel(transformers.BertConfig(vocab_size=96, **ENCODER)),
-        "last_hidden_state",
-        {LAYER_NORM: 3, GELU: 2, POST_NORM: 2},
-        {"LayerNorm", "AddLayerNorm", "BiasGelu"},
-    ),
-    "gpt2": (
-        lambda: transformers.GPT2LMHeadModel(
-            transformers.GPT2Config(
-                vocab_size=96, n_embd=64, n_layer=1, n_head=4, bos_token_id=1, eos_token_id=2
-            )
-        ),
-        "logits",
-        {LAYER_NORM: 3, GELU: 2},
-        {"LayerNorm", "BiasGelu"},
-    ),
-    "vit": (
-        lambda: transformers.ViTModel(
-            transformers.ViTConfig(**ENCODER, image_size=32, patch_size=8)
-        ),
-        "last_hidden_state",
-        {LAYER_NORM: 3, GELU: 2, VIT_LAYER: 1},
-        {"LayerNorm", "AddLayerNorm", "BiasGelu"},
-    ),
+# family -> (replacements expected in one layer, custom-route opbridge node types)
+EXPECTED = {
+    "llama": LLAMA_LIKE,
+    "mistral": LLAMA_LIKE,
+    "qwen2": LLAMA_LIKE,
+    "qwen3": ({NORM: 5, DECODER: 1, ROTARY: 1}, LLAMA_LIKE[1]),  # q and k norms
+    "gemma": LLAMA_LIKE,
+    "gemma2": ({NORM: 5, DECODER: 1, ROTARY: 1}, LLAMA_LIKE[1]),
+    "phi3": LLAMA_LIKE,
+    "t5": ({NORM: 3}, {"RmsNorm"}),
+    "bert": ({LAYER_NORM: 3, GELU: 2, POST_NORM: 2}, {"LayerNorm", "AddLayerNorm", "BiasGelu"}),
+    "gpt2": ({LAYER_NORM: 3, GELU: 2}, {"LayerNorm", "BiasGelu"}),
+    "vit": ({LAYER_NORM: 3, GELU: 2, VIT_LAYER: 1}, {"LayerNorm", "AddLayerNorm", "BiasGelu"}),
 }
 
 
+def test_every_family_is_tested():
+    assert sorted(EXPECTED) == sorted(hf.FAMILIES)
+
+
 def build(family: str):
-    """(model with randomized norm weights, an unpatched copy, example)."""
-    builder, output, _, _ = FAMILIES[family]
-    torch.manual_seed(0)
-    model = builder().eval()
-    with torch.no_grad():
-        for name, param in model.named_parameters():
-            if "norm" in name.lower() or ".ln_" in name:
-                param.add_(0.2 * torch.randn_like(param))
+    """(model, an unpatched copy, example), both models as ``hf.Output``."""
+    model = hf.random_model(family)
+    output = hf.FAMILIES[family][1]
     example = hf.example_inputs(model, batch=2, seq=7)
     return hf.Output(model, output), hf.Output(copy.deepcopy(model), output), example
 
 
-@pytest.fixture(scope="module", params=sorted(FAMILIES))
+@pytest.fixture(scope="module", params=sorted(EXPECTED))
 def patched(request):
     model, reference, example = build(request.param)
     opbridge.patch(model.model)
@@ -156,7 +61,7 @@ def patched(request):
 def test_patch_replaces_the_expected_modules(patched):
     family, model, _, _ = patched
     summary = model.model.opbridge_patch_summary
-    assert summary.counts() == FAMILIES[family][2], str(summary)
+    assert summary.counts() == EXPECTED[family][0], str(summary)
     assert not summary.skipped
 
 
@@ -174,7 +79,7 @@ def test_export_with_dynamic_batch_and_sequence_matches_the_unpatched_model(patc
     dims = [d.dim_param for d in proto.graph.input[0].type.tensor_type.shape.dim]
     assert dims[0] and (family == "vit" or dims[1]), dims
     found = {n.op_type for n in proto.graph.node if n.domain == opbridge.ONNX_DOMAIN}
-    assert found == (FAMILIES[family][3] if route == "custom" else set())
+    assert found == (EXPECTED[family][1] if route == "custom" else set())
     session = opbridge.ort.InferenceSession(proto.SerializeToString())
     shapes = [(3, 3, 32, 32)] if family == "vit" else [(3, 11), (1, 4)]
     for i, shape in enumerate(shapes):
@@ -193,13 +98,13 @@ def test_unpatch_restores_bitwise_outputs(patched):
     family, model, reference, example = patched
     copy_ = copy.deepcopy(model)
     opbridge.unpatch(copy_.model)
-    assert len(copy_.model.opbridge_patch_summary) == sum(FAMILIES[family][2].values())
+    assert len(copy_.model.opbridge_patch_summary) == sum(EXPECTED[family][0].values())
     with torch.no_grad():
         assert torch.equal(copy_(*example), reference(*example))
 
 
 def test_fused_forwards_are_scoped_to_the_patched_model():
-    model, _, example = build("llama")
+    model, _, _ = build("llama")
     other, _, _ = build("llama")
     opbridge.patch(model.model)
     attention = model.model.model.layers[0].self_attn

@@ -107,3 +107,184 @@ def dynamic_shapes(
             else torch.export.Dim("seq", min=1)
         )
     return (dims,)
+
+
+# Families opbridge.patch adopts, with the output a model of that family is
+# exported for: name -> (transformers model class, output).
+FAMILIES = {
+    "llama": ("LlamaForCausalLM", "logits"),
+    "mistral": ("MistralForCausalLM", "logits"),
+    "qwen2": ("Qwen2ForCausalLM", "logits"),
+    "qwen3": ("Qwen3ForCausalLM", "logits"),
+    "gemma": ("GemmaForCausalLM", "logits"),
+    "gemma2": ("Gemma2ForCausalLM", "logits"),
+    "phi3": ("Phi3ForCausalLM", "logits"),
+    "t5": ("T5EncoderModel", "last_hidden_state"),
+    "bert": ("BertModel", "last_hidden_state"),
+    "gpt2": ("GPT2LMHeadModel", "logits"),
+    "vit": ("ViTModel", "last_hidden_state"),
+}
+
+
+def random_model(
+    family: str,
+    *,
+    hidden: int = 64,
+    layers: int = 1,
+    heads: int = 4,
+    vocab: int = 96,
+    image_size: int = 32,
+    seed: int = 0,
+) -> nn.Module:
+    """A random-init transformers model of ``family`` (a key of
+    :data:`FAMILIES`) built from a config, ``eval()``, with its norm weights
+    perturbed away from their initial ones and zeros (so a norm computed the
+    wrong way shows): for demos, tests and benchmarks; nothing downloaded.
+    Imports transformers."""
+    import transformers
+
+    if family not in FAMILIES:
+        raise ValueError(
+            f"opbridge.hf.random_model: family must be one of {sorted(FAMILIES)}, got {family!r}"
+        )
+    cls_name, _ = FAMILIES[family]
+    head_dim = hidden // heads
+    mlp = hidden * 3 // 2
+    if family == "t5":
+        config = transformers.T5Config(
+            vocab_size=vocab,
+            d_model=hidden,
+            d_kv=head_dim,
+            d_ff=mlp,
+            num_layers=layers,
+            num_heads=heads,
+            # torch 2.13's exporter fails on T5's SDPA path (patched or not).
+            attn_implementation="eager",
+        )
+    elif family == "bert":
+        config = transformers.BertConfig(
+            vocab_size=vocab,
+            hidden_size=hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            intermediate_size=mlp,
+        )
+    elif family == "gpt2":
+        config = transformers.GPT2Config(
+            vocab_size=vocab,
+            n_embd=hidden,
+            n_layer=layers,
+            n_head=heads,
+            bos_token_id=1,
+            eos_token_id=2,
+        )
+    elif family == "vit":
+        config = transformers.ViTConfig(
+            hidden_size=hidden,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            intermediate_size=mlp,
+            image_size=image_size,
+            patch_size=8,
+        )
+    else:
+        config_name = cls_name.replace("ForCausalLM", "Config")
+        config = getattr(transformers, config_name)(
+            vocab_size=vocab,
+            hidden_size=hidden,
+            intermediate_size=mlp,
+            num_hidden_layers=layers,
+            num_attention_heads=heads,
+            num_key_value_heads=max(1, heads // 2),
+            head_dim=head_dim,
+            max_position_embeddings=max(64, 4 * hidden),
+            bos_token_id=1,
+            eos_token_id=2,
+            pad_token_id=0,
+            use_cache=False,
+        )
+    torch.manual_seed(seed)
+    model = getattr(transformers, cls_name)(config).eval()
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "norm" in name.lower() or ".ln_" in name:
+                param.add_(0.2 * torch.randn(param.shape, generator=generator))
+    return model
+
+
+def adoption(
+    family: str,
+    *,
+    hidden: int = 256,
+    layers: int = 2,
+    heads: int = 4,
+    vocab: int = 512,
+    batch: int = 2,
+    seq: int = 64,
+    runs: int = 20,
+    out_dir: Any = None,
+    seed: int = 0,
+) -> list[dict]:
+    """One family adopted end to end at the given size: the unpatched model
+    exported by the standard route (what a user had), the patched model by
+    the custom and the standard route (dynamic batch and sequence); each run
+    in ONNX Runtime and compared with the unpatched torch model. Rows:
+    ``path``, ``nodes``, ``opbridge_nodes``, ``max_abs_err``, ``ms`` (median
+    of ``runs``) and, for patched rows, ``replaced`` (modules)."""
+    import copy
+    from pathlib import Path
+
+    import numpy as np
+
+    from opbridge import ONNX_DOMAIN
+    from opbridge import onnx as obonnx
+    from opbridge import ort as obort
+    from opbridge.demo import median_ms
+    from opbridge.patching import patch
+
+    original = random_model(
+        family,
+        hidden=hidden,
+        layers=layers,
+        heads=heads,
+        vocab=vocab,
+        seed=seed,
+        image_size=max(32, 8 * int(seq**0.5)),
+    )
+    output = FAMILIES[family][1]
+    example = example_inputs(original, batch=batch, seq=seq, seed=seed)
+    reference = Output(original, output)
+    patched_model = copy.deepcopy(original)
+    patch(patched_model)
+    replaced = len(patched_model.opbridge_patch_summary)
+    with torch.no_grad():
+        want = reference(*example).numpy()
+    dynamic = dynamic_shapes(example)
+    rows = []
+    for label, model, route in (
+        ("unpatched, standard route", reference, "standard"),
+        ("patched, custom route", Output(patched_model, output), "custom"),
+        ("patched, standard route", Output(patched_model, output), "standard"),
+    ):
+        path = None
+        if out_dir is not None:
+            Path(out_dir).mkdir(parents=True, exist_ok=True)
+            path = Path(out_dir) / f"hf_{family}_{label.split(',')[0]}_{route}.onnx"
+        proto = obonnx.export(model, example, path, route=route, dynamic_shapes=dynamic)
+        session = obort.InferenceSession(proto.SerializeToString())
+        feed = {session.get_inputs()[0].name: example[0].numpy()}
+        got = session.run(None, feed)[0]
+        rows.append(
+            {
+                "family": family,
+                "path": label,
+                "nodes": len(proto.graph.node),
+                "opbridge_nodes": sum(n.domain == ONNX_DOMAIN for n in proto.graph.node),
+                "max_abs_err": float(np.abs(got - want).max()),
+                "ms": median_ms(lambda s=session, f=feed: s.run(None, f), runs),
+                "replaced": replaced if label.startswith("patched") else 0,
+                "file": str(path) if path else None,
+            }
+        )
+    return rows
