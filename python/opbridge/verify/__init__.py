@@ -11,8 +11,16 @@ compares ONNX Runtime with PyTorch:
   output), so the first module whose output diverges is named;
 * sweeps that expose silent failures: every ONNX Runtime graph optimization
   level (a level whose results differ from ``disable_all`` is a fusion
-  problem), batch sizes 1, the export batch and a large one, and several input
-  draws (random, or the caller's own).
+  problem), batch sizes 1, the export batch and a large one, sequence lengths
+  (``dynamic_sequence=True``), and several input draws (random, or the
+  caller's own);
+* with ``reference=`` (the model before ``opbridge.patch``): the patched
+  PyTorch model and ONNX Runtime each against the reference on every case,
+  which side diverges (the torch patching or the export/runtime), and
+  same-named modules of the two PyTorch models layer by layer.
+
+What the report calls dynamic (batch, sequence) is read from the exported
+graph's inputs, whatever the export asked for.
 
 The result is a :class:`VerificationReport`: ``report.passed``,
 ``report.first_divergence``, a terminal table (``str(report)``), JSON
@@ -20,6 +28,7 @@ The result is a :class:`VerificationReport`: ``report.passed``,
 
 Modules by concern: :mod:`~opbridge.verify.core` (the run),
 :mod:`~opbridge.verify.report`, :mod:`~opbridge.verify.comparison`,
+:mod:`~opbridge.verify.reference` (against a reference model),
 :mod:`~opbridge.verify.structure`, :mod:`~opbridge.verify.layers`,
 :mod:`~opbridge.verify.sweeps`, :mod:`~opbridge.verify.formatting` and
 :mod:`~opbridge.verify.cli` (``opbridge verify``).
@@ -34,16 +43,26 @@ from opbridge.verify.comparison import (
     Stats,
     compare,
 )
-from opbridge.verify.core import SessionFactory, default_session_factory, verify
+from opbridge.verify.core import SessionFactory, default_session_factory, dynamic_spec, verify
 from opbridge.verify.layers import map_modules
 from opbridge.verify.report import (
     FAIL,
+    IN_ACCUMULATION,
+    IN_BOTH,
+    IN_EXPORT,
+    IN_PATCHING,
     NOT_APPLICABLE,
+    ONNX_VS_REFERENCE,
+    ONNX_VS_TORCH,
     PASS,
+    TORCH_VS_REFERENCE,
     WARN,
+    Agreement,
     Cell,
     Check,
     LayerResult,
+    ReferenceLayer,
+    ReferenceRun,
     VerificationReport,
 )
 from opbridge.verify.sweeps import BASE_LEVEL, DEFAULT_LEVEL, LARGE_BATCH_MIN, load_inputs
@@ -54,21 +73,32 @@ __all__ = [
     "DEFAULT_TOLERANCE",
     "DEFAULT_TOLERANCE_FLOAT64",
     "FAIL",
+    "IN_ACCUMULATION",
+    "IN_BOTH",
+    "IN_EXPORT",
+    "IN_PATCHING",
     "LARGE_BATCH_MIN",
     "LEVEL_ENUMS",
     "NOT_APPLICABLE",
+    "ONNX_VS_REFERENCE",
+    "ONNX_VS_TORCH",
     "PASS",
+    "TORCH_VS_REFERENCE",
     "WARN",
+    "Agreement",
     "Cell",
     "Check",
     "Comparison",
     "LayerResult",
+    "ReferenceLayer",
+    "ReferenceRun",
     "SessionFactory",
     "Stats",
     "VerificationReport",
     "available_levels",
     "compare",
     "default_session_factory",
+    "dynamic_spec",
     "load_inputs",
     "map_modules",
     "verify",

@@ -4,6 +4,9 @@ run's state in one object."""
 
 from __future__ import annotations
 
+import inspect
+import math
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,14 +14,32 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch.utils import _pytree as pytree
 
 from opbridge.onnx import METADATA_ROUTE_KEY, ROUTES
 from opbridge.onnx import export as export_onnx
 from opbridge.ort import InferenceSession, load_model
+from opbridge.verify import reference as against_reference
 from opbridge.verify.comparison import Tolerance, compare
 from opbridge.verify.layers import LayerCheck, Recorder, record
-from opbridge.verify.report import FAIL, PASS, Cell, VerificationReport, one_line
-from opbridge.verify.structure import graph_inputs, io_info, structure_checks
+from opbridge.verify.report import (
+    FAIL,
+    PASS,
+    WARN,
+    Cell,
+    Check,
+    ReferenceRun,
+    VerificationReport,
+    counted,
+    one_line,
+)
+from opbridge.verify.structure import (
+    dynamic_axes,
+    graph_inputs,
+    io_info,
+    shapes_line,
+    structure_checks,
+)
 from opbridge.verify.sweeps import (
     BASE_LEVEL,
     Case,
@@ -41,6 +62,7 @@ def verify(
     args: Any,
     *,
     route: str | None = None,
+    reference: torch.nn.Module | None = None,
     onnx_model: Any = None,
     rtol: float | None = None,
     atol: float | None = None,
@@ -48,7 +70,9 @@ def verify(
     dynamo: bool = True,
     dynamic_shapes: Any = None,
     dynamic_batch: bool = True,
+    dynamic_sequence: bool = False,
     batch_sizes: Sequence[int] | None = None,
+    sequence_lengths: Sequence[int] | None = None,
     draws: int = 3,
     inputs: Any = None,
     levels: Sequence[str] | None = None,
@@ -67,11 +91,33 @@ def verify(
     needed only for a model without that metadata, and one that disagrees
     with it is an error. The route decides which structure rules apply.
 
+    ``dynamic_sequence=True`` also makes dimension 1 of every input of two
+    or more dimensions dynamic (a sequence dimension; inputs of the same
+    length share it). What the report calls dynamic is read from the
+    exported graph's inputs (a named dimension), never from what was asked:
+    an exporter that fixes a dimension leaves it static. Example inputs with
+    a batch of 1 bring a warning: an export at batch 1 may fix the batch.
+
     Sweeps: every ONNX Runtime optimization level (``levels``, default all
     the runtime has), ``batch_sizes`` (default 1, the export batch and a
-    large one; only for a dynamic batch dimension), and ``draws`` input sets
-    at the export batch: the example first, then random ones drawn like it,
-    or instead the caller's ``inputs`` (see :func:`load_inputs`).
+    large one; only for a dynamic batch dimension), ``sequence_lengths``
+    (with ``dynamic_sequence`` or when given, for a dynamic dimension 1:
+    default the example's length and twice it), and ``draws`` input sets at
+    the export batch: the example first, then random ones drawn like it
+    (integers within the example's range), or instead the caller's
+    ``inputs`` (see :func:`load_inputs`).
+
+    ``reference`` is the model to agree with: typically the model as it was
+    before ``opbridge.patch`` (which changes the model in place and shares
+    its parameters, so keep ``copy.deepcopy(model)`` from before). On every
+    case the patched model's outputs and ONNX Runtime's (at every level) are
+    then also compared with the reference's, by the same tolerance rules;
+    ``report.agreement`` holds the three comparisons (ONNX Runtime vs the
+    patched model, the patched model vs the reference, ONNX Runtime vs the
+    reference) and ``report.diverges_in`` the side that diverges (the torch
+    patching or the export/runtime). Submodules under the same name in both
+    models are compared on the example inputs (``report.reference_layers``;
+    ``report.reference_first_divergence`` names the first that diverges).
 
     ``rtol`` and ``atol`` apply to every tensor compared when given; by
     default they follow the PyTorch tensor's dtype: 1e-7 for float64
@@ -79,7 +125,7 @@ def verify(
 
     ``session_factory(model_bytes, level)`` makes the ONNX Runtime sessions
     (default :func:`default_session_factory`). ``layers=False`` skips the
-    layer-by-layer comparison.
+    layer-by-layer comparisons.
     """
     if route is not None and route not in ROUTES:
         raise ValueError(f"opbridge.verify: route must be one of {ROUTES}, got {route!r}")
@@ -90,9 +136,23 @@ def verify(
         raise TypeError(
             f"opbridge.verify: args must be a tuple of example inputs, got {type(args).__name__}"
         )
+    if reference is not None:
+        against_reference.check_reference(model, reference)
+    if dynamic_sequence and dynamic_shapes is not None:
+        raise TypeError("opbridge.verify: pass dynamic_shapes or dynamic_sequence=True, not both")
+    if sequence_lengths is not None:
+        sequence_lengths = list(sequence_lengths)
+        if not sequence_lengths or not all(
+            isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in sequence_lengths
+        ):
+            raise ValueError(
+                "opbridge.verify: sequence_lengths must be positive integers, got "
+                f"{sequence_lengths!r}"
+            )
     # BASE_LEVEL is the reference for the others; main_level is reported as the final outputs.
     levels, main_level = resolve_levels(levels)
 
+    asked: set[str] = set()  # the dimensions an export by verify is asked to make dynamic
     if onnx_model is not None:
         proto, source = _load_model(onnx_model)
         route = _model_route(proto, route)
@@ -102,7 +162,14 @@ def verify(
             f"{ROUTES} (or onnx_model= to verify a model as given)"
         )
     else:
-        proto, source = _export(model, args, route, opset, dynamo, dynamic_shapes, dynamic_batch)
+        proto, source = _export(
+            model, args, route, opset, dynamo, dynamic_shapes, dynamic_batch, dynamic_sequence
+        )
+        tensors = leaves(args)
+        if dynamic_shapes is None and dynamic_batch and tensors and tensors[0].dim() > 0:
+            asked.add("batch")
+        if dynamic_sequence and any(t.dim() >= 2 for t in tensors):
+            asked.add("sequence")
 
     with torch.no_grad():
         example_outputs = leaves(model(*args))
@@ -117,11 +184,37 @@ def verify(
         onnx_model=proto,
     )
     report.structure = structure_checks(proto, route, model, leaves(args), example_outputs)
+    if reference is not None:
+        report.reference = f"the given {type(reference).__name__}"
+        if reference.training:
+            report.structure.append(
+                Check(
+                    "reference model mode",
+                    WARN,
+                    "the reference model is in training mode (dropout, batch-norm statistics); "
+                    "call reference.eval() before verifying",
+                )
+            )
     report.inputs = [io_info(v) for v in graph_inputs(proto)]
     report.outputs_info = [io_info(v) for v in proto.graph.output]
+    report.dynamic_batch, report.dynamic_sequence = dynamic_axes(report.inputs)
+    report.shapes = shapes_line(report.inputs)
+    # A given model's graph says whether its batch is dynamic; an export, what was asked.
+    if onnx_model is not None:
+        batch_dynamic = report.dynamic_batch
+    else:
+        batch_dynamic = dynamic_batch or dynamic_shapes is not None
+    report.warnings = _batch_one_warning(args, batch_dynamic) + _asked_but_static(asked, report)
     report.levels = levels
-    cases, report.batch_sweep = build_cases(
-        args, report.inputs, batch_sizes=batch_sizes, draws=draws, inputs=inputs, seed=seed
+    cases, report.batch_sweep, report.sequence_sweep = build_cases(
+        args,
+        report.inputs,
+        batch_sizes=batch_sizes,
+        draws=draws,
+        inputs=inputs,
+        seed=seed,
+        sequence=dynamic_sequence,
+        sequence_lengths=sequence_lengths,
     )
 
     run = _Run(
@@ -132,11 +225,42 @@ def verify(
         main_level=main_level,
         tolerance=tolerance,
         factory=session_factory or default_session_factory,
+        reference=reference,
     )
     run.open_sessions(proto, args, layers)
     run.run()
+    if reference is not None:
+        run.compare_with_reference(args, layers)
     report.passed = not report.failures()
     return report
+
+
+def _batch_one_warning(args: tuple, dynamic: bool) -> list[str]:
+    """Warns (and returns the report's line) when the example batch is 1 and
+    the batch is meant to be ``dynamic``."""
+    tensors = leaves(args)
+    if not dynamic or not tensors or tensors[0].dim() == 0 or tensors[0].shape[0] != 1:
+        return []
+    message = (
+        "opbridge.verify: the example inputs have batch 1; an export at batch 1 may specialise "
+        "the batch dimension (fix it to 1, or bake 1 into reshapes), and then other batch "
+        "sizes fail or go untested: give example inputs with a batch of 2 or more"
+    )
+    warnings.warn(message, UserWarning, stacklevel=3)
+    return [message.removeprefix("opbridge.verify: ")]
+
+
+def _asked_but_static(asked: set[str], report: VerificationReport) -> list[str]:
+    """Lines for the dimensions asked to be dynamic that the exported graph's
+    inputs fix (where an export failed with them, the model's line says why)."""
+    lines = []
+    for kind, dynamic in (("batch", report.dynamic_batch), ("sequence", report.dynamic_sequence)):
+        if kind in asked and not dynamic:
+            lines.append(
+                f"a dynamic {kind} was asked for, but the exported graph's inputs fix it: "
+                f"the {kind} is static"
+            )
+    return lines
 
 
 @dataclass
@@ -151,8 +275,16 @@ class _Run:
     main_level: str  # whose results on the example are the report's final outputs
     tolerance: Tolerance
     factory: SessionFactory
+    reference: torch.nn.Module | None = None
     sessions: dict[str, Any] = field(default_factory=dict)  # level -> session
     layers: LayerCheck | None = None
+    error_log: list[tuple[str, str]] = field(default_factory=list)  # (where, message)
+    failed_cases: set[str] = field(default_factory=set)  # cases PyTorch could not run
+
+    def error(self, where: str, message: str) -> None:
+        """Records an error; the report lists each message once, with its count."""
+        self.error_log.append((where, message))
+        self.report.errors = counted(self.error_log)
 
     def open_sessions(self, proto, args: tuple, layers: bool) -> None:
         """Sessions for the model at every level, and the layer-by-layer check
@@ -162,9 +294,7 @@ class _Run:
             try:
                 self.sessions[level] = self.factory(model_bytes, level)
             except Exception as error:
-                self.report.errors.append(
-                    f"ONNX Runtime could not load the model at {level}: {one_line(error)}"
-                )
+                self.error(f"ONNX Runtime could not load the model at {level}", one_line(error))
         if not layers:
             self.report.layer_mapping = "not run (layers=False)"
             return
@@ -175,13 +305,19 @@ class _Run:
     def run(self) -> None:
         """Every case at every level, and layer by layer where it applies."""
         for case in self.cases:
-            if self.layers is None:
-                with torch.no_grad():
-                    output = self.model(*case.args)
-                recorder = None
-            else:
-                output, recorder = record(self.model, case.args)
-            self._run_levels(case, [to_numpy(t) for t in leaves(output)])
+            try:
+                if self.layers is None:
+                    with torch.no_grad():
+                        output = self.model(*case.args)
+                    recorder = None
+                else:
+                    output, recorder = record(self.model, case.args)
+            except Exception as error:
+                self.failed_cases.add(case.label)
+                self.error(f"PyTorch, {case.label}", f"the model failed: {one_line(error)}")
+                continue
+            expected = [to_numpy(t) for t in leaves(output)]
+            self._run_levels(case, expected, self._run_reference(case, expected))
             if recorder is not None:
                 self._compare_layers(BASE_LEVEL, case, recorder)
 
@@ -192,12 +328,14 @@ class _Run:
                 try:
                     self.layers.sessions[level] = self.factory(self.layers.model_bytes, level)
                 except Exception as error:
-                    self.report.errors.append(
-                        f"layer by layer at {level}: ONNX Runtime could not load the model: "
-                        f"{one_line(error)}"
+                    self.error(
+                        f"layer by layer at {level}",
+                        f"ONNX Runtime could not load the model: {one_line(error)}",
                     )
                     continue
                 for case in self.cases:
+                    if case.label in self.failed_cases:
+                        continue
                     _, recorder = record(self.model, case.args)
                     self._compare_layers(level, case, recorder)
 
@@ -205,8 +343,55 @@ class _Run:
             self.report.layers = list(self.layers.results.values())
             self.report.first_divergence = self.layers.first_divergence
 
-    def _run_levels(self, case: Case, expected: list[np.ndarray]) -> None:
-        """Runs ``case`` at every level; compares with PyTorch and with BASE_LEVEL."""
+    def _run_reference(self, case: Case, expected: list[np.ndarray]) -> list[np.ndarray] | None:
+        """The reference model's outputs on ``case`` (None without a reference,
+        or where it failed), compared with the patched model's ``expected``."""
+        if self.reference is None:
+            return None
+        run = ReferenceRun(case.label, case.batch, PASS, 0.0, 0.0)
+        self.report.reference_runs.append(run)
+        try:
+            with torch.no_grad():
+                wanted = [to_numpy(t) for t in leaves(self.reference(*case.args))]
+        except Exception as error:
+            run.status, run.error = FAIL, f"the reference model failed: {one_line(error)}"
+            run.max_abs_err = run.max_rel_err = math.inf
+            return None
+        names = [f"output {i}" for i in range(len(expected))]
+        passed, run.max_abs_err, run.max_rel_err, run.error = against_reference.compare_outputs(
+            expected, wanted, self.tolerance, names
+        )
+        run.status = PASS if passed else FAIL
+        return wanted
+
+    def compare_with_reference(self, args: tuple, layers: bool) -> None:
+        """The three comparisons and the side that diverges; same-named
+        modules layer by layer on the example inputs (unless ``layers`` is False)."""
+        report = self.report
+        against_reference.summarize(report)
+        if not layers:
+            report.reference_layer_mapping = "not run (layers=False)"
+            return
+        example = next((r for r in report.reference_runs if r.case == "example"), None)
+        outputs_agree = example is not None and example.status == PASS
+        try:
+            layers_found = against_reference.compare_layers(
+                self.model, self.reference, args, self.tolerance, outputs_agree
+            )
+        except Exception as error:
+            report.reference_layer_mapping = f"unavailable: {one_line(error)}"
+            return
+        (
+            report.reference_layers,
+            report.reference_first_divergence,
+            report.reference_layer_mapping,
+        ) = layers_found
+
+    def _run_levels(
+        self, case: Case, expected: list[np.ndarray], reference: list[np.ndarray] | None
+    ) -> None:
+        """Runs ``case`` at every level; compares with PyTorch, with BASE_LEVEL,
+        and with the ``reference`` model's outputs when there are some."""
         report, tolerance = self.report, self.tolerance
         base_outputs = None
         for level in self.levels:
@@ -219,6 +404,9 @@ class _Run:
             except Exception as error:
                 cell.status, cell.error = FAIL, one_line(error)
                 cell.max_abs_err = cell.max_rel_err = float("inf")
+                if reference is not None:
+                    cell.reference_status = FAIL
+                    cell.reference_max_abs_err = cell.reference_max_rel_err = math.inf
                 continue
             names = [o.name for o in self.sessions[level].get_outputs()]
             comparisons = [
@@ -230,6 +418,12 @@ class _Run:
             cell.status = PASS if all(c.passed for c in comparisons) and not cell.error else FAIL
             cell.max_abs_err = max((c.max_abs_err for c in comparisons), default=0.0)
             cell.max_rel_err = max((c.max_rel_err for c in comparisons), default=0.0)
+            if reference is not None:
+                passed, abs_err, rel_err, _ = against_reference.compare_outputs(
+                    got, reference, tolerance, names
+                )
+                cell.reference_status = PASS if passed else FAIL
+                cell.reference_max_abs_err, cell.reference_max_rel_err = abs_err, rel_err
             if case.label == "example" and level == self.main_level:
                 report.outputs = comparisons
             if level == BASE_LEVEL:
@@ -250,8 +444,9 @@ class _Run:
         try:
             values = _run_session(self.layers.sessions[level], case)
         except Exception as error:
-            self.report.errors.append(
-                f"layer by layer, {case.label} at {level}: ONNX Runtime failed: {one_line(error)}"
+            self.error(
+                f"layer by layer, {case.label} at {level}",
+                f"ONNX Runtime failed: {one_line(error)}",
             )
             return
         self.layers.compare(values, recorder, self.tolerance, case.label, level)
@@ -267,22 +462,73 @@ def _run_session(session, case: Case) -> dict[str, np.ndarray]:
     return dict(zip(output_names, session.run(None, feed), strict=True))
 
 
-def _export(model, args, route, opset, dynamo, dynamic_shapes, dynamic_batch) -> tuple[Any, str]:
-    """The model exported by ``route``, with a dynamic batch dimension when
-    asked and possible, and the report's line saying how it was exported."""
+def _export(
+    model, args, route, opset, dynamo, dynamic_shapes, dynamic_batch, dynamic_sequence
+) -> tuple[Any, str]:
+    """The model exported by ``route``, with the dynamic dimensions asked for
+    where possible (else fewer: batch only, then none), and the report's line
+    saying how it was exported (what the graph makes dynamic is read from
+    the graph, not from here)."""
     options = dict(route=route, opset=opset, dynamo=dynamo)
     if dynamo:
         options["verbose"] = False
-    first = leaves(args)
-    note = ""
-    if dynamic_shapes is None and dynamic_batch and first and first[0].dim() > 0:
+    tensors = leaves(args)
+    has_batch = bool(tensors) and tensors[0].dim() > 0
+    attempts = []  # (what, export arguments)
+    if dynamic_shapes is None:
+        if dynamic_sequence and any(t.dim() >= 2 for t in tensors):
+            batch = dynamic_batch and has_batch
+            spec = dynamic_spec(args, model if dynamo else None, batch=batch, sequence=True)
+            what = "a dynamic batch and sequence" if batch else "a dynamic sequence"
+            attempts.append((what, {"dynamic_shapes": spec}))
+        if dynamic_batch and has_batch:
+            attempts.append(("a dynamic batch dimension", {"dynamic_batch": True}))
+    notes = ""
+    for what, extra in attempts:
         try:
-            proto = export_onnx(model, args, dynamic_batch=True, **options)
-            return proto, f"exported by route {route!r} with a dynamic batch dimension"
+            proto = export_onnx(model, args, **extra, **options)
+            return proto, f"exported by route {route!r}{notes}"
         except Exception as error:
-            note = f"; a dynamic batch dimension did not export ({one_line(error)[:200]})"
+            notes += f"; {what} did not export ({one_line(error)[:200]})"
     proto = export_onnx(model, args, dynamic_shapes=dynamic_shapes, **options)
-    return proto, f"exported by route {route!r}{note}"
+    return proto, f"exported by route {route!r}{notes}"
+
+
+def dynamic_spec(args: tuple, model: Any = None, *, batch: bool, sequence: bool) -> Any:
+    """``dynamic_shapes`` for ``args``: with ``batch``, dimension 0 of every
+    tensor whose first dimension equals the first tensor's (one ``batch``
+    dimension, as ``opbridge.onnx.export(dynamic_batch=True)`` makes it);
+    with ``sequence``, dimension 1 of every tensor of two or more dimensions
+    (tensors of the same length share one: ``sequence``, then
+    ``sequence_2``, ...). With ``model``, the entries of a ``*args``
+    parameter of its ``forward`` are grouped as ``torch.export`` expects."""
+    tensors = leaves(args)
+    first = tensors[0].shape[0] if tensors and tensors[0].dim() > 0 else None
+    batch_dim = torch.export.Dim("batch", min=1)
+    lengths: dict[int, Any] = {}
+
+    def spec(leaf):
+        if not isinstance(leaf, torch.Tensor):
+            return None
+        dims = {}
+        if batch and first is not None and leaf.dim() > 0 and leaf.shape[0] == first:
+            dims[0] = batch_dim
+        if sequence and leaf.dim() >= 2:
+            length = int(leaf.shape[1])
+            if length not in lengths:
+                name = "sequence" if not lengths else f"sequence_{len(lengths) + 1}"
+                lengths[length] = torch.export.Dim(name, min=1)
+            dims[1] = lengths[length]
+        return dims or None
+
+    specs = tuple(pytree.tree_map(spec, tuple(args)))
+    forward = getattr(model, "forward", None)
+    if forward is not None:
+        params = list(inspect.signature(forward).parameters.values())
+        for i, param in enumerate(params):
+            if param.kind is inspect.Parameter.VAR_POSITIONAL:
+                return (*specs[:i], specs[i:])
+    return specs
 
 
 def _load_model(onnx_model: Any):

@@ -7,7 +7,13 @@ from pathlib import Path
 
 from opbridge.ort import OPTIMIZATION_LEVELS
 from opbridge.verify.comparison import Stats, describe, format_error
-from opbridge.verify.report import FAIL, NOT_APPLICABLE, PASS, WARN, VerificationReport
+from opbridge.verify.report import (
+    FAIL,
+    NOT_APPLICABLE,
+    PASS,
+    WARN,
+    VerificationReport,
+)
 from opbridge.verify.structure import shape_text
 from opbridge.verify.sweeps import BASE_LEVEL, DEFAULT_LEVEL
 
@@ -28,8 +34,12 @@ def format_report(report: VerificationReport) -> list[str]:
         ["check", "result", "detail"],
         [[c.name, _mark(c.status), c.detail] for c in report.structure],
     )
+    lines.append(f"shapes: {report.shapes}")
+    lines += [f"WARNING: {w}" for w in report.warnings]
     lines += ["", *_outputs_section(report), "", *_sweeps_section(report), ""]
     lines += _layers_section(report)
+    if report.reference is not None:
+        lines += ["", *_reference_section(report)]
     failures = report.failures()
     lines += ["", f"Result: {verdict}" + (f" ({len(failures)} failures)" if failures else "")]
     lines += [f"  - {line}" for line in failures]
@@ -78,6 +88,7 @@ def _sweeps_section(report: VerificationReport) -> list[str]:
         rows.append(row)
     lines += _table(["case", "batch", *report.levels], rows)
     lines.append(f"batch sweep: {report.batch_sweep}")
+    lines.append(f"sequence sweep: {report.sequence_sweep}")
     for level in report.fusion_problems:
         worst = max(
             (c.max_abs_diff_vs_base or 0.0 for c in report.cells if c.level == level),
@@ -120,6 +131,53 @@ def _layers_section(report: VerificationReport) -> list[str]:
         lines.append(
             f"first divergence: {report.first_divergence} ({layer.case}, {layer.level}): "
             f"{describe(layer.worst)}"
+        )
+    return lines
+
+
+def _reference_section(report: VerificationReport) -> list[str]:
+    lines = [f"Against the reference model ({report.reference})"]
+    rows = [
+        [
+            a.name,
+            _mark(a.status),
+            format_error(a.max_abs_err),
+            format_error(a.max_rel_err),
+            f"{a.failed} of {a.runs}",
+            a.worst,
+        ]
+        for a in report.agreement
+    ]
+    lines += _table(["comparison", "result", "max abs", "max rel", "failed", "worst run"], rows)
+    sentence = report.divergence()
+    lines.append(sentence if sentence is not None else "no divergence: all three comparisons agree")
+    lines += ["", f"Layer by layer, patched vs reference: {report.reference_layer_mapping}"]
+    shown = [r for r in report.reference_layers if r.status != PASS]
+    if shown:
+        lines.append("modules that do not simply agree (the others agree):")
+        rows = []
+        for r in shown:
+            c = r.worst
+            marker = "<- first divergence" if r.module == report.reference_first_divergence else ""
+            rows.append(
+                [
+                    r.module,
+                    r.patched_type,
+                    r.reference_type,
+                    _mark(r.status),
+                    format_error(c.max_abs_err) if c else "-",
+                    format_error(c.max_rel_err) if c else "-",
+                    r.detail,
+                    marker,
+                ]
+            )
+        headers = ["module", "patched", "reference", "result", "max abs", "max rel", "detail", ""]
+        lines += _table(headers, rows)
+    if report.reference_first_divergence:
+        layer = report.reference_first_divergence_layer
+        lines.append(
+            f"first divergence vs reference: {layer.module} ({layer.patched_type} patched, "
+            f"{layer.reference_type} in the reference): {describe(layer.worst)}"
         )
     return lines
 

@@ -39,6 +39,10 @@ class Cell:
     # Against the same case at BASE_LEVEL (None for BASE_LEVEL itself).
     max_abs_diff_vs_base: float | None = None
     error: str = ""
+    # Against the reference model's outputs (None without a reference).
+    reference_status: str | None = None
+    reference_max_abs_err: float | None = None
+    reference_max_rel_err: float | None = None
 
 
 @dataclass
@@ -53,6 +57,60 @@ class LayerResult:
     case: str = ""
     level: str = ""
     detail: str = ""
+
+
+@dataclass
+class ReferenceRun:
+    """One input case: the patched PyTorch model's outputs against the reference model's."""
+
+    case: str
+    batch: int | None
+    status: str
+    max_abs_err: float
+    max_rel_err: float
+    error: str = ""
+
+
+@dataclass
+class Agreement:
+    """One of the comparisons a reference model brings, over every run: its
+    name (``ONNX_VS_TORCH``, ``TORCH_VS_REFERENCE`` or ``ONNX_VS_REFERENCE``),
+    result, largest errors and the run where the error was largest."""
+
+    name: str
+    status: str
+    max_abs_err: float
+    max_rel_err: float
+    runs: int
+    failed: int
+    worst: str = ""  # "draw 1 at enable_all" (ONNX) or "draw 1" (PyTorch)
+
+
+@dataclass
+class ReferenceLayer:
+    """A submodule present under the same name in the patched and the reference
+    model: the patched module's output against the reference module's, on the
+    example inputs."""
+
+    module: str
+    patched_type: str
+    reference_type: str
+    # pass, fail, warn (differs, but an enclosing module agrees) or n/a
+    status: str
+    worst: Comparison | None = None
+    detail: str = ""
+
+
+# The three comparisons a reference model brings (Agreement.name).
+ONNX_VS_TORCH = "onnx vs patched torch"
+TORCH_VS_REFERENCE = "patched torch vs reference"
+ONNX_VS_REFERENCE = "onnx vs reference"
+
+# Where a divergence lies (VerificationReport.diverges_in).
+IN_PATCHING = "torch patching"
+IN_EXPORT = "export/runtime"
+IN_BOTH = "torch patching and export/runtime"
+IN_ACCUMULATION = "accumulated error"
 
 
 @dataclass
@@ -80,6 +138,23 @@ class VerificationReport:
     # For float64 outputs (the same as rtol/atol when those were given).
     rtol_float64: float = 0.0
     atol_float64: float = 0.0
+    # What the exported graph's inputs make dynamic (dim_param, not dim_value),
+    # whatever the export asked for, and the line that says so.
+    dynamic_batch: bool = False
+    dynamic_sequence: bool = False
+    shapes: str = ""
+    sequence_sweep: str = ""  # "ran: 8, 16" or why it did not apply
+    warnings: list[str] = field(default_factory=list)
+    # Against a reference model (reference=): where it came from (None without
+    # one), each case in PyTorch, the three comparisons, where a divergence
+    # lies, and same-named modules layer by layer.
+    reference: str | None = None
+    reference_runs: list[ReferenceRun] = field(default_factory=list)
+    agreement: list[Agreement] = field(default_factory=list)
+    diverges_in: str | None = None  # IN_PATCHING, IN_EXPORT, IN_BOTH, IN_ACCUMULATION
+    reference_layer_mapping: str = ""
+    reference_layers: list[ReferenceLayer] = field(default_factory=list)
+    reference_first_divergence: str | None = None
     onnx_model: Any = field(default=None, repr=False)
 
     @property
@@ -95,12 +170,46 @@ class VerificationReport:
     def first_divergence_layer(self) -> LayerResult | None:
         return next((r for r in self.layers if r.module == self.first_divergence), None)
 
+    @property
+    def reference_first_divergence_layer(self) -> ReferenceLayer | None:
+        return next(
+            (r for r in self.reference_layers if r.module == self.reference_first_divergence),
+            None,
+        )
+
+    def divergence(self) -> str | None:
+        """Which side diverges, in a sentence (None without a reference or a divergence)."""
+        if self.diverges_in is None:
+            return None
+        if self.diverges_in == IN_PATCHING:
+            return (
+                "the divergence is in the torch patching, not the export: the patched PyTorch "
+                "model differs from the reference, and ONNX Runtime agrees with the patched model"
+            )
+        if self.diverges_in == IN_EXPORT:
+            return (
+                "the divergence is in the export/runtime: the patched PyTorch model agrees with "
+                "the reference, ONNX Runtime does not agree with the patched model"
+            )
+        if self.diverges_in == IN_BOTH:
+            return (
+                "the divergence is in the torch patching (the patched PyTorch model differs from "
+                "the reference) and also in the export/runtime (ONNX Runtime differs from the "
+                "patched model)"
+            )
+        return (
+            "ONNX Runtime is within tolerance of the patched model and the patched model of "
+            "the reference, but ONNX Runtime is not within tolerance of the reference: the two "
+            "errors add up"
+        )
+
     def failures(self) -> list[str]:
-        """One line per kind of failure, most telling first."""
+        """One line per kind of failure, most telling first; a failure repeated
+        with the same message is one line with its count ("(x7)")."""
         lines = [f"structure: {c.name}: {c.detail}" for c in self.structure if c.status == FAIL]
         lines += [f"final output {c.name}: {describe(c)}" for c in self.outputs if not c.passed]
         crashed = [c for c in self.cells if c.status == FAIL and c.error]
-        lines += [f"run {c.case} at {c.level}: {c.error}" for c in crashed]
+        lines += counted([(f"run {c.case} at {c.level}", c.error) for c in crashed])
         off = [c for c in self.cells if c.status == FAIL and not c.error]
         if off:
             worst = max(off, key=lambda c: c.max_abs_err)
@@ -121,7 +230,31 @@ class VerificationReport:
                 f"layers: {len(diverging)} modules diverge; first {first.module} "
                 f"({first.case}, {first.level}): {describe(first.worst)}"
             )
+        lines += self._reference_failures()
         lines += [f"error: {e}" for e in self.errors]
+        return lines
+
+    def _reference_failures(self) -> list[str]:
+        lines = counted([(f"reference, {r.case}", r.error) for r in self.reference_runs if r.error])
+        for check in self.agreement:
+            if check.status != FAIL or check.name == ONNX_VS_TORCH:
+                continue  # ONNX Runtime against the patched model: the lines above
+            lines.append(
+                f"{check.name}: {check.failed} of {check.runs} runs out of tolerance; worst "
+                f"{check.worst}, max abs err {format_error(check.max_abs_err)}, max rel err "
+                f"{format_error(check.max_rel_err)}"
+            )
+        diverging = [r for r in self.reference_layers if r.status == FAIL]
+        if diverging:
+            first = diverging[0]
+            lines.append(
+                f"layers vs reference: {len(diverging)} modules diverge; first {first.module} "
+                f"({first.patched_type} patched, {first.reference_type} in the reference): "
+                f"{describe(first.worst)}"
+            )
+        sentence = self.divergence()
+        if sentence is not None:
+            lines.append(sentence)
         return lines
 
     # -------------------------------------------------------------- output
@@ -152,6 +285,25 @@ class VerificationReport:
         from opbridge.verify.formatting import plot
 
         plot(self, Path(path))
+
+
+def counted(entries: list[tuple[str, str]]) -> list[str]:
+    """``(where, message)`` pairs as lines, one per distinct message in the
+    order first seen: ``where: message``, or for a message seen n > 1 times
+    ``where and n-1 more: message (xn)`` (``where`` being the first)."""
+    seen: dict[str, list] = {}
+    for where, message in entries:
+        if message in seen:
+            seen[message][1] += 1
+        else:
+            seen[message] = [where, 1]
+    lines = []
+    for message, (where, count) in seen.items():
+        if count == 1:
+            lines.append(f"{where}: {message}")
+        else:
+            lines.append(f"{where} and {count - 1} more: {message} (x{count})")
+    return lines
 
 
 def one_line(error: BaseException) -> str:

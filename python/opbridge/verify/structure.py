@@ -88,6 +88,29 @@ def shape_text(shape: list) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in shape) + "]"
 
 
+def dynamic_axes(inputs: list[dict]) -> tuple[bool, bool]:
+    """Whether the graph's inputs (as :func:`io_info` describes them) have a
+    dynamic batch (dimension 0 of the first input) and a dynamic sequence
+    (dimension 1 of an input of two or more dimensions): a named or unknown
+    dimension, not a fixed size."""
+    batch = bool(inputs) and bool(inputs[0]["shape"]) and 0 in inputs[0]["dynamic_dims"]
+    sequence = any(len(i["shape"]) >= 2 and 1 in i["dynamic_dims"] for i in inputs)
+    return batch, sequence
+
+
+def shapes_line(inputs: list[dict]) -> str:
+    """What the graph's inputs make dynamic, in words, with their shapes."""
+    batch, sequence = dynamic_axes(inputs)
+    if not any(i["shape"] for i in inputs):
+        parts = ["no batch dimension"]
+    else:
+        parts = ["dynamic batch" if batch else "static batch"]
+    if any(len(i["shape"]) >= 2 for i in inputs):
+        parts.append("dynamic sequence" if sequence else "static sequence")
+    described = "; ".join(f"{i['name']} {shape_text(i['shape'])}" for i in inputs)
+    return f"{', '.join(parts)} (graph inputs: {described or 'none'})"
+
+
 def _dims(value_info) -> list[int | str | None]:
     tensor = value_info.type.tensor_type
     if not tensor.HasField("shape"):

@@ -1,6 +1,7 @@
 """What a verification runs: the optimization levels, and the input cases
-(the example, random draws like it or the caller's own inputs, and a sweep
-of batch sizes when the batch dimension is dynamic)."""
+(the example, random draws like it or the caller's own inputs, a sweep of
+batch sizes when the batch dimension is dynamic, and of sequence lengths when
+asked and dimension 1 is dynamic)."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ class Case:
     """One set of inputs the model runs on, at every level."""
 
     label: str
-    kind: str  # "draw", "batch" or "file"
+    kind: str  # "draw", "batch", "sequence" or "file"
     batch: int | None
     args: tuple
 
@@ -71,12 +72,19 @@ def build_cases(
     draws: int,
     inputs: Any,
     seed: int,
-) -> tuple[list[Case], str]:
-    """The input cases, and the batch sweep's line for the report.
+    sequence: bool = False,
+    sequence_lengths: Sequence[int] | None = None,
+) -> tuple[list[Case], str, str]:
+    """The input cases, and the batch and sequence sweeps' lines for the report.
 
     ``graph_inputs`` describes the ONNX model's inputs (``name`` and
     ``dynamic_dims`` of each, as in the report): a batch sweep runs only
-    when the first input's dimension 0 is dynamic.
+    when the first input's dimension 0 is dynamic. A sequence sweep runs when
+    asked (``sequence`` or ``sequence_lengths``) over the inputs of two or more
+    dimensions whose dimension 1 is dynamic in the graph: each length of
+    ``sequence_lengths`` (default the example's length and twice it) becomes
+    dimension 1 of those inputs whose length is the first one's (the others
+    keep theirs), at the export batch.
     """
     tensors = leaves(args)
     export_batch = tensors[0].shape[0] if tensors and tensors[0].dim() > 0 else None
@@ -90,22 +98,62 @@ def build_cases(
             cases.append(Case(label, "file", first[0].shape[0] if first else None, user_args))
     else:
         for index in range(1, max(draws, 1)):
-            cases.append(
-                Case(f"draw {index}", "draw", export_batch, _redraw(args, generator, None, []))
-            )
+            cases.append(Case(f"draw {index}", "draw", export_batch, _redraw(args, generator, {})))
 
+    sequence_line = _sequence_cases(
+        cases, args, graph_inputs, generator, export_batch, sequence, sequence_lengths
+    )
     if export_batch is None:
-        return cases, "not applicable: no input tensor has a batch dimension"
+        return cases, "not applicable: no input tensor has a batch dimension", sequence_line
     if not batched or not batched[0]:
-        return cases, "not applicable: the model's first input has a static batch dimension"
+        line = "not applicable: the model's first input has a static batch dimension"
+        return cases, line, sequence_line
     if batch_sizes is None:
         batch_sizes = [1, export_batch, max(LARGE_BATCH_MIN, 4 * export_batch)]
     sizes = sorted(dict.fromkeys(int(b) for b in batch_sizes))
     for size in sizes:
         if size == export_batch:
             continue
-        cases.append(Case(f"batch {size}", "batch", size, _redraw(args, generator, size, batched)))
-    return cases, "ran: " + ", ".join(str(s) for s in sizes)
+        resized = {i: {0: size} for i, flag in enumerate(batched) if flag}
+        cases.append(Case(f"batch {size}", "batch", size, _redraw(args, generator, resized)))
+    return cases, "ran: " + ", ".join(str(s) for s in sizes), sequence_line
+
+
+def _sequence_cases(
+    cases: list[Case],
+    args: tuple,
+    graph_inputs: list[dict],
+    generator,
+    export_batch: int | None,
+    asked: bool,
+    lengths: Sequence[int] | None,
+) -> str:
+    """Appends the sequence sweep's cases to ``cases``; returns its line."""
+    tensors = leaves(args)
+    dynamic = [
+        index
+        for index, (tensor, info) in enumerate(zip(tensors, graph_inputs, strict=False))
+        if tensor.dim() >= 2 and 1 in info["dynamic_dims"]
+    ]
+    if not dynamic:
+        return "not applicable: no graph input has a dynamic dimension 1"
+    if not asked and lengths is None:
+        return (
+            "not run: dimension 1 is dynamic in the graph; pass dynamic_sequence=True "
+            "(--dynamic-sequence) or sequence_lengths= to vary it"
+        )
+    example = int(tensors[dynamic[0]].shape[1])
+    if lengths is None:
+        lengths = [example, 2 * example]
+    lengths = sorted(dict.fromkeys(int(n) for n in lengths))
+    same = [i for i in dynamic if int(tensors[i].shape[1]) == example]
+    for length in lengths:
+        if length == example:
+            continue
+        resized = {i: {1: length} for i in same}
+        args_at_length = _redraw(args, generator, resized)
+        cases.append(Case(f"sequence {length}", "sequence", export_batch, args_at_length))
+    return "ran: " + ", ".join(str(n) for n in lengths)
 
 
 def _random_like(tensor: torch.Tensor, shape: Sequence[int], generator) -> torch.Tensor:
@@ -126,15 +174,16 @@ def _random_like(tensor: torch.Tensor, shape: Sequence[int], generator) -> torch
     return (mean + std * draw).to(dtype=tensor.dtype, device=tensor.device)
 
 
-def _redraw(args: tuple, generator, batch: int | None, batched: list[bool]) -> tuple:
-    """``args`` with every tensor redrawn; tensors flagged in ``batched`` get ``batch`` rows."""
+def _redraw(args: tuple, generator, resized: dict[int, dict[int, int]]) -> tuple:
+    """``args`` with every tensor redrawn; tensor ``i`` (in leaf order) with
+    dimension ``d`` of size ``resized[i][d]``."""
     flat, spec = pytree.tree_flatten(args)
     out, index = [], 0
     for leaf in flat:
         if isinstance(leaf, torch.Tensor):
             shape = list(leaf.shape)
-            if batch is not None and index < len(batched) and batched[index]:
-                shape[0] = batch
+            for dim, size in resized.get(index, {}).items():
+                shape[dim] = size
             out.append(_random_like(leaf, shape, generator))
             index += 1
         else:
