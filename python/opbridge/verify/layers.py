@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import torch
 
 from opbridge.verify.comparison import Tolerance, compare, worse
@@ -176,6 +177,19 @@ class LayerCheck:
                 result.status = NOT_APPLICABLE
                 result.detail = (
                     f"{len(tensors)} tensors in PyTorch, {len(names)} outputs of the last ONNX node"
+                )
+                continue
+            shapes = [
+                (np.shape(values[n]), tuple(t.shape)) for n, t in zip(names, tensors, strict=True)
+            ]
+            if any(got != want for got, want in shapes):
+                # Not this module's tensors (e.g. a model output that the
+                # export dropped): the final outputs are compared elsewhere.
+                result.status = NOT_APPLICABLE
+                result.detail = "shapes differ: " + ", ".join(
+                    f"{list(got)} in ONNX Runtime vs {list(want)} in PyTorch"
+                    for got, want in shapes
+                    if got != want
                 )
                 continue
             for name, tensor in zip(names, tensors, strict=True):
