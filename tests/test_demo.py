@@ -33,6 +33,17 @@ def test_demo_cli(tmp_path):
         assert float(max_abs_err) <= 1e-5
         assert int(modules) == 11
         assert first_divergence.strip() == "-"
+    # The Hugging Face part: a LlamaForCausalLM patched in one call, both
+    # routes verified against the unpatched model.
+    assert "`opbridge.patch(model)`: 9 modules replaced" in out
+    for route in ("custom", "standard"):
+        assert f"| LlamaForCausalLM, {route} route | PASS | - |" in out
+    hf_custom = onnx.load(tmp_path / "hf_llama_patched_custom.onnx")
+    assert {n.op_type for n in hf_custom.graph.node if n.domain == "opbridge"} == {
+        "RmsNorm",
+        "AddRmsNorm",
+        "RotaryEmbedding",
+    }
     custom = onnx.load(tmp_path / "demo_custom.onnx")
     standard = onnx.load(tmp_path / "demo_standard.onnx")
     assert sum(n.domain == "opbridge" for n in custom.graph.node) == 5

@@ -154,6 +154,16 @@ def run_demo(out_dir: Path, runs: int = 30, seed: int = 0) -> list[str]:
     lines += model_lines
     worst = max(worst, models_worst)
     verified = all(report.passed for report in reports.values())
+    try:
+        import transformers  # noqa: F401  (optional: the Hugging Face part needs it)
+    except ImportError:
+        lines += ["", "Hugging Face part skipped: transformers is not installed"]
+    else:
+        from opbridge.hf import demo_lines
+
+        hf_lines, hf_passed = demo_lines(out_dir, seed, runs=runs)
+        lines += hf_lines
+        verified = verified and hf_passed
     passed = worst <= 1e-4 and verified
     lines.append(
         f"agreement: {'PASS' if passed else 'FAIL'} (max abs err {worst:.2e}; "
