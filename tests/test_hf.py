@@ -159,3 +159,11 @@ def test_image_model_normalizes_in_front():
     )
     with torch.no_grad():
         torch.testing.assert_close(wrapped(image), reference(pixels), rtol=1e-4, atol=1e-4)
+
+
+def test_patch_in_training_mode_probes_with_dropout_off():
+    model = hf.random_model("bert")
+    model.train()
+    opbridge.patch(model)
+    assert model.opbridge_patch_summary.counts() == EXPECTED["bert"][0]
+    assert all(m.training for m in model.modules())

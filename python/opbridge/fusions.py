@@ -288,11 +288,11 @@ def _first_tensor(out):
 
 
 def _compare(module: nn.Module, fused: type, call: Callable) -> str | None:
-    from opbridge.patching import differs
+    from opbridge.patching import differs, probing
 
     original = type(module)
     try:
-        with torch.no_grad():
+        with probing(module):
             want = _first_tensor(call())
             module.__class__ = fused
             got = _first_tensor(call())

@@ -24,6 +24,7 @@ differs beyond the dtype's tolerance (:data:`PROBE_TOLERANCE`), is refused
 
 from __future__ import annotations
 
+import contextlib
 import re
 import warnings
 from collections.abc import Callable, Mapping
@@ -238,7 +239,7 @@ def _gelu_approximate(module: nn.Module) -> str | None:
         return None
     x = torch.linspace(-6.0, 6.0, 97, dtype=torch.float32)
     try:
-        with torch.no_grad():
+        with probing(module):
             got = module(x)
     except Exception:
         return None
@@ -293,7 +294,7 @@ def _parent_computes_same(parent: nn.Module, changes: Mapping[str, nn.Module], s
     x = torch.randn((2, 3, size), generator=generator).to(device, dtype)
     originals = {n: parent._modules[n] for n in changes}
     try:
-        with torch.no_grad():
+        with probing(parent, *changes.values()):
             want = parent(x)
             for n, new in changes.items():
                 setattr(parent, n, new)
@@ -379,6 +380,21 @@ def _feature_size(modules: list[nn.Module]) -> int:
     return 8
 
 
+@contextlib.contextmanager
+def probing(*modules: nn.Module):
+    """No autograd, and ``modules`` (with their submodules) in eval mode for
+    a probe (dropout off), their training flags restored after."""
+    modes = [(m, m.training) for root in modules for m in root.modules()]
+    try:
+        for m, _ in modes:
+            m.training = False
+        with torch.no_grad():
+            yield
+    finally:
+        for m, training in modes:
+            m.training = training
+
+
 def _dtype(modules: list[nn.Module]) -> torch.dtype | None:
     for module in modules:
         for param in module.parameters():
@@ -402,12 +418,12 @@ def _probe(originals: list[nn.Module], replacements: list[nn.Module]) -> str | N
     for shape in shapes:
         x = torch.randn(shape, generator=generator, dtype=torch.float32).to(device, dtype)
         try:
-            with torch.no_grad():
+            with probing(*originals):
                 want = nn.Sequential(*originals)(x)
         except Exception:
             continue  # not an input the original takes
         try:
-            with torch.no_grad():
+            with probing(*replacements):
                 got = nn.Sequential(*replacements)(x)
         except Exception as error:
             lines = str(error).strip().splitlines()
