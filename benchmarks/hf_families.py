@@ -14,6 +14,7 @@ import json
 import torch
 
 from opbridge import hf
+from opbridge.adoption import table
 
 
 def main() -> None:
@@ -32,11 +33,8 @@ def main() -> None:
         f"hidden {args.hidden}, {args.layers} layers, {args.heads} heads, batch {args.batch}, "
         f"seq {args.seq} (ViT: {args.seq} patches), torch threads {torch.get_num_threads()}"
     )
-    print(
-        "| family | modules replaced | unpatched standard ms | patched custom ms | speedup "
-        "| patched standard ms | max abs err (custom) |"
-    )
-    print("|---|---|---|---|---|---|---|")
+    header, rule = table([])
+    print(header, rule, sep="\n")
     rows = []
     for family in args.families:
         found = hf.adoption(
@@ -50,13 +48,7 @@ def main() -> None:
             runs=args.runs,
         )
         rows += found
-        base, custom, standard = found
-        print(
-            f"| {family} | {custom['replaced']} | {base['ms']:.3f} | {custom['ms']:.3f} | "
-            f"{base['ms'] / custom['ms']:.2f}x | {standard['ms']:.3f} | "
-            f"{custom['max_abs_err']:.2e} |",
-            flush=True,
-        )
+        print(table(found)[-1], flush=True)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

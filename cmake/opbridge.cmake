@@ -136,6 +136,12 @@ function(opbridge_add_operator_library name)
     target_link_libraries(${name}_torch PRIVATE ${name}_core torch)
     target_include_directories(${name}_torch SYSTEM PRIVATE "${TORCH_INSTALL_PREFIX}/include")
     target_compile_options(${name}_torch PRIVATE ${OPBRIDGE_COMPILE_WARNINGS})
+    # The kernels and the ONNX Runtime library are C++17; the torch adapter
+    # compiles with the standard torch's headers require (C++20 from 2.14).
+    string(REGEX MATCH "^[0-9]+\\.[0-9]+" _torch_minor "${OPBRIDGE_TORCH_VERSION}")
+    if(_torch_minor VERSION_GREATER_EQUAL 2.14)
+      set_target_properties(${name}_torch PROPERTIES CXX_STANDARD 20)
+    endif()
     target_compile_definitions(
       ${name}_torch PRIVATE OPBRIDGE_MODULE_NAME=${ARG_TORCH_MODULE_NAME}
                             OPBRIDGE_ORT_LIBRARY_FILE="lib${ARG_ORT_LIBRARY_NAME}.so"

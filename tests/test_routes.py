@@ -333,3 +333,23 @@ def test_export_cli_refuses_custom_without_library(tmp_path, capsys):
     status = main(["export", "demo", str(tmp_path / "m.onnx"), "--route", "custom", "--no-library"])
     assert status == 2
     assert "--no-library cannot take --route custom" in capsys.readouterr().err
+
+
+def test_export_cli_dynamic_batch_and_sequence(tmp_path, capsys):
+    from opbridge.__main__ import main
+
+    out = tmp_path / "demo.onnx"
+    argv = [
+        "export",
+        "demo",
+        str(out),
+        "--route",
+        "custom",
+        "--dynamic-batch",
+        "--dynamic-sequence",
+    ]
+    status = main(argv)
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+    dims = [d.dim_param for d in onnx.load(out).graph.input[0].type.tensor_type.shape.dim]
+    assert dims[0] and dims[1] and not dims[2], dims

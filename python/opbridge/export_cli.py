@@ -33,6 +33,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dynamic-batch", action="store_true", help="a dynamic batch dimension (dimension 0)"
     )
+    parser.add_argument(
+        "--dynamic-sequence",
+        action="store_true",
+        help="dimension 1 of every input of two or more dimensions dynamic too",
+    )
     parser.add_argument("--threads", type=int, default=None, help="ONNX Runtime threads (auto)")
     parser.add_argument(
         "--json", type=Path, default=None, help="also write auto's candidates and choice as JSON"
@@ -46,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
     from opbridge.routes import choose
     from opbridge.verify import verify
     from opbridge.verify.cli import FactoryError, build_model
+    from opbridge.verify.core import dynamic_spec
 
     if args.no_library and args.route == "custom":
         print("opbridge export: --no-library cannot take --route custom", file=sys.stderr)
@@ -73,14 +79,18 @@ def run(args: argparse.Namespace) -> int:
             if args.json is not None:
                 args.json.write_text(choice.to_json())
             route = choice
+        dynamic = {"dynamic_batch": args.dynamic_batch}
+        if args.dynamic_sequence:
+            spec = dynamic_spec(
+                example,
+                None if args.legacy else model,
+                batch=args.dynamic_batch,
+                sequence=True,
+            )
+            dynamic = {"dynamic_shapes": spec}
         with quiet, torch.no_grad():
             proto = export(
-                model,
-                example,
-                route=route,
-                opset=args.opset,
-                dynamo=not args.legacy,
-                dynamic_batch=args.dynamic_batch,
+                model, example, route=route, opset=args.opset, dynamo=not args.legacy, **dynamic
             )
     except (ExportError, RuntimeError, ValueError) as error:
         print(f"opbridge export: {error}", file=sys.stderr)

@@ -67,11 +67,13 @@ _GEMMA2_CHILDREN = {
 }
 _POST_NORM_CHILDREN = {"dense", "LayerNorm", "dropout"}
 _VIT_CHILDREN = {"attention", "mlp", "layernorm_before", "layernorm_after", "dropout"}
+_TIMM_BLOCK_CHILDREN = {"norm1", "attn", "ls1", "drop_path1", "norm2", "mlp", "ls2", "drop_path2"}
 
 RULES = {
     "decoder": "residual add + RMSNorm (decoder layer)",
     "post_norm": "residual add + LayerNorm (post-norm output)",
     "vit_layer": "residual add + LayerNorm (ViT layer)",
+    "timm_block": "residual add + norm (timm Block)",
     "rotary": "rotary embedding (apply_rotary_pos_emb)",
 }
 
@@ -94,6 +96,8 @@ def _kind(module: nn.Module) -> str | None:
         return "post_norm"
     if name.endswith("Layer") and children <= _VIT_CHILDREN and "layernorm_after" in children:
         return "vit_layer"
+    if children == _TIMM_BLOCK_CHILDREN:
+        return "timm_block"
     forward = getattr(type(module), "forward", None)
     code = getattr(forward, "__code__", None)
     if (
@@ -121,6 +125,10 @@ def find(module: nn.Module) -> tuple[str, type, Callable] | None:
         if type(norm) is not obnn.RMSNorm:
             raise _leave(f"its norm before the MLP is {type(norm).__name__}, not replaced")
         probe = _probe_layer
+    elif kind == "timm_block":
+        if type(module.norm2) not in (obnn.LayerNorm, obnn.RMSNorm):
+            raise _leave(f"its norm2 is {type(module.norm2).__name__}, not replaced")
+        probe = _probe_layer
     elif kind in ("post_norm", "vit_layer"):
         norm = module.LayerNorm if kind == "post_norm" else module.layernorm_after
         if type(norm) is not obnn.LayerNorm:
@@ -138,6 +146,8 @@ def _fused_class(cls: type, kind: str) -> type:
             forward = _rebind_rotary(cls.forward)
         elif kind == "decoder":
             forward = _decoder_forward(cls.forward)
+        elif kind == "timm_block":
+            forward = _timm_block_forward(cls.forward)
         elif kind == "post_norm":
             forward = _post_norm_forward
         else:
@@ -155,19 +165,31 @@ def _fused_class(cls: type, kind: str) -> type:
 # -- forwards -----------------------------------------------------------------
 
 
-def _bound_names(forward: Callable) -> list[str]:
+def _bound_names(forward: Callable) -> tuple[list[str], dict]:
     """Names of ``forward``'s positional parameters after (self,
-    hidden_states), to pass positional arguments on by name."""
+    hidden_states), to pass positional arguments on by name, and the
+    defaults of its named parameters, which the original passes on
+    explicitly."""
     params = list(inspect.signature(forward).parameters.values())[2:]
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
-    return [p.name for p in params if p.kind in kinds]
+    names = [p.name for p in params if p.kind in kinds]
+    defaults = {p.name: p.default for p in params if p.default is not inspect.Parameter.empty}
+    return names, defaults
+
+
+def _add_norm(norm: nn.Module, x: torch.Tensor, residual: torch.Tensor):
+    """``(norm(x + residual), x + residual)`` in one kernel, for an opbridge
+    ``RMSNorm`` or ``LayerNorm``."""
+    if isinstance(norm, obnn.RMSNorm):
+        return add_rms_norm(x, residual, norm.scale(), norm.bias, norm.eps)
+    return add_layer_norm(x, residual, norm.weight, norm.bias, norm.eps)
 
 
 def _decoder_forward(original: Callable) -> Callable:
-    names = _bound_names(original)
+    names, defaults = _bound_names(original)
 
     def forward(self, hidden_states, *args, **kwargs):
-        kwargs.update(zip(names, args, strict=False))
+        kwargs = {**defaults, **kwargs, **dict(zip(names, args, strict=False))}
         residual = hidden_states
         hidden_states = self.input_layernorm(hidden_states)
         hidden_states = self.self_attn(hidden_states=hidden_states, **kwargs)[0]
@@ -178,15 +200,26 @@ def _decoder_forward(original: Callable) -> Callable:
             norm = self.post_attention_layernorm
         if "resid_attn_dropout" in self._modules:  # Phi-3
             hidden_states = self.resid_attn_dropout(hidden_states)
-        hidden_states, residual = add_rms_norm(
-            hidden_states, residual, norm.scale(), norm.bias, norm.eps
-        )
+        hidden_states, residual = _add_norm(norm, hidden_states, residual)
         hidden_states = self.mlp(hidden_states)
         if "post_feedforward_layernorm" in self._modules:
             hidden_states = self.post_feedforward_layernorm(hidden_states)
         if "resid_mlp_dropout" in self._modules:
             hidden_states = self.resid_mlp_dropout(hidden_states)
         return residual + hidden_states
+
+    functools.update_wrapper(forward, original)
+    return forward
+
+
+def _timm_block_forward(original: Callable) -> Callable:
+    names, defaults = _bound_names(original)
+
+    def forward(self, x, *args, **kwargs):
+        kwargs = {**defaults, **kwargs, **dict(zip(names, args, strict=False))}
+        h = self.drop_path1(self.ls1(self.attn(self.norm1(x), **kwargs)))
+        normed, x = _add_norm(self.norm2, h, x)
+        return x + self.drop_path2(self.ls2(self.mlp(normed)))
 
     functools.update_wrapper(forward, original)
     return forward

@@ -226,22 +226,12 @@ def adoption(
     out_dir: Any = None,
     seed: int = 0,
 ) -> list[dict]:
-    """One family adopted end to end at the given size: the unpatched model
-    exported by the standard route (what a user had), the patched model by
-    the custom and the standard route (dynamic batch and sequence); each run
-    in ONNX Runtime and compared with the unpatched torch model. Rows:
-    ``path``, ``nodes``, ``opbridge_nodes``, ``max_abs_err``, ``ms`` (median
-    of ``runs``) and, for patched rows, ``replaced`` (modules)."""
-    import copy
-    from pathlib import Path
-
-    import numpy as np
-
-    from opbridge import ONNX_DOMAIN
-    from opbridge import onnx as obonnx
-    from opbridge import ort as obort
-    from opbridge.demo import median_ms
-    from opbridge.patching import patch
+    """One family adopted end to end at the given size (see
+    :func:`opbridge.adoption.compare_exports`; dynamic batch and sequence):
+    the unpatched model exported by the standard route, the patched one by
+    the custom and the standard route, each timed in ONNX Runtime and
+    compared with the unpatched torch model."""
+    from opbridge.adoption import compare_exports
 
     original = random_model(
         family,
@@ -254,40 +244,15 @@ def adoption(
     )
     output = FAMILIES[family][1]
     example = example_inputs(original, batch=batch, seq=seq, seed=seed)
-    reference = Output(original, output)
-    patched_model = copy.deepcopy(original)
-    patch(patched_model)
-    replaced = len(patched_model.opbridge_patch_summary)
-    with torch.no_grad():
-        want = reference(*example).numpy()
-    dynamic = dynamic_shapes(example)
-    rows = []
-    for label, model, route in (
-        ("unpatched, standard route", reference, "standard"),
-        ("patched, custom route", Output(patched_model, output), "custom"),
-        ("patched, standard route", Output(patched_model, output), "standard"),
-    ):
-        path = None
-        if out_dir is not None:
-            Path(out_dir).mkdir(parents=True, exist_ok=True)
-            path = Path(out_dir) / f"hf_{family}_{label.split(',')[0]}_{route}.onnx"
-        proto = obonnx.export(model, example, path, route=route, dynamic_shapes=dynamic)
-        session = obort.InferenceSession(proto.SerializeToString())
-        feed = {session.get_inputs()[0].name: example[0].numpy()}
-        got = session.run(None, feed)[0]
-        rows.append(
-            {
-                "family": family,
-                "path": label,
-                "nodes": len(proto.graph.node),
-                "opbridge_nodes": sum(n.domain == ONNX_DOMAIN for n in proto.graph.node),
-                "max_abs_err": float(np.abs(got - want).max()),
-                "ms": median_ms(lambda s=session, f=feed: s.run(None, f), runs),
-                "replaced": replaced if label.startswith("patched") else 0,
-                "file": str(path) if path else None,
-            }
-        )
-    return rows
+    return compare_exports(
+        original,
+        example,
+        name=f"hf_{family}",
+        wrap=lambda model: Output(model, output),
+        dynamic_shapes=dynamic_shapes(example),
+        runs=runs,
+        out_dir=out_dir,
+    )
 
 
 def demo_lines(out_dir: Any, seed: int = 0, runs: int = 20) -> tuple[list[str], bool]:

@@ -136,6 +136,16 @@ class LayerNorm(nn.Module):
         )
 
 
+class LayerNorm2d(LayerNorm):
+    """Layer normalization over the channels of ``[N, C, H, W]`` input (timm's
+    ``LayerNorm2d``, ConvNeXt's channels-first norm): the last-dimension
+    kernel on the channels-last view. Parameters as :class:`LayerNorm`."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = layer_norm(x.permute(0, 2, 3, 1), self.weight, self.bias, self.eps)
+        return y.permute(0, 3, 1, 2)
+
+
 class AddLayerNorm(LayerNorm):
     """The residual step: ``forward(x, residual)`` returns
     ``(layer_norm(x + residual), x + residual)`` in one pass.
@@ -247,20 +257,29 @@ class ImageModel(nn.Module):
     they come (uint8 ``[N, H, W, C]`` with ``channels_last_in=True``, or 0..255
     ``[N, C, H, W]``) and normalizes them with opbridge's fused kernel in
     front. ``mean``/``std`` on the 0..1 scale, as the model was trained with
-    (timm: ``model.pretrained_cfg["mean"]``; Hugging Face: the image
-    processor's ``image_mean`` / ``image_std``). ``input_name`` passes the
+    (default for timm models: their ``pretrained_cfg["mean"]`` / ``["std"]``;
+    Hugging Face: the image processor's ``image_mean`` / ``image_std``). ``input_name`` passes the
     normalized image by keyword (``"pixel_values"`` for Hugging Face
     models)."""
 
     def __init__(
         self,
         model: nn.Module,
-        mean: Sequence[float],
-        std: Sequence[float],
+        mean: Sequence[float] | None = None,
+        std: Sequence[float] | None = None,
         channels_last_in: bool = True,
         input_name: str | None = None,
     ):
         super().__init__()
+        if mean is None or std is None:
+            config = getattr(model, "pretrained_cfg", None) or {}
+            mean = config.get("mean") if mean is None else mean
+            std = config.get("std") if std is None else std
+            if mean is None or std is None:
+                raise TypeError(
+                    f"opbridge.nn.ImageModel: pass mean and std: {type(model).__name__} has no "
+                    "pretrained_cfg with them (timm models do)"
+                )
         self.normalize = NormalizeImage(mean, std, channels_last_in)
         self.model = model
         self.input_name = input_name

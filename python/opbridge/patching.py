@@ -169,6 +169,36 @@ def torch_layernorm_rule(parent: nn.Module, name: str, child: nn.Module):
 torch_layernorm_rule.rule_name = "torch.nn.LayerNorm"
 
 
+def layernorm_subclass_rule(parent: nn.Module, name: str, child: nn.Module):
+    """A subclass of ``torch.nn.LayerNorm`` (timm's ``LayerNorm`` and
+    ``LayerNorm2d``...) -> ``opbridge.nn.LayerNorm`` or, for a norm over the
+    channels of NCHW input, ``opbridge.nn.LayerNorm2d``: the probe check
+    picks the one the module computes; one that computes neither is left
+    and listed."""
+    if type(child) is nn.LayerNorm or not isinstance(child, nn.LayerNorm):
+        return None
+    if len(child.normalized_shape) != 1 or len(child._modules):
+        raise Leave("normalizes more than one dimension or has submodules")
+    mismatches = []
+    for cls in (obnn.LayerNorm, obnn.LayerNorm2d):
+        new = cls(
+            child.normalized_shape[0],
+            eps=child.eps,
+            elementwise_affine=child.weight is not None,
+            bias=child.bias is not None,
+            device="meta",
+        )
+        _share(new, "weight", child.weight)
+        _share(new, "bias", child.bias)
+        mismatches.append(_probe([child], [new]))
+        if mismatches[-1] is None:
+            return {name: new}
+    raise Leave(f"computes neither a last-dimension nor a channel layer norm: {mismatches[0]}")
+
+
+layernorm_subclass_rule.rule_name = "LayerNorm subclass"
+
+
 def rms_norm_rule(*classes: type, offset: float = 0.0) -> Rule:
     """A rule for modules that compute ``x * rsqrt(mean(x^2, -1) + eps) *
     (offset + weight)`` under another name (e.g. ``LlamaRMSNorm``;
@@ -354,6 +384,7 @@ linear_gelu_rule.rule_name = "linear + GELU"
 DEFAULT_RULES: tuple[Rule, ...] = (
     torch_rmsnorm_rule,
     torch_layernorm_rule,
+    layernorm_subclass_rule,
     rms_norm_like_rule,
     linear_gelu_rule,
 )

@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# timm models through opbridge.patch, in their own environment (.venv-timm):
+# timm imports torchvision, and the torchvision wheel on these machines that
+# imports on the CPU pairs with torch 2.14.1 (a CUDA build, run on the CPU
+# here), while the main environment pins torch 2.13.0. So this environment
+# pins torch 2.14.1 + torchvision 0.29.1 + timm (requirements-timm.txt),
+# builds opbridge against that torch, and runs tests/timm there. It doubles
+# as a check that opbridge builds and runs on the next torch release.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+VENV="$ROOT/.venv-timm"
+BUILD="$ROOT/build/timm"
+STAMP="$ROOT/.stamps/timm"
+log() { printf '[timm] %s\n' "$*" >&2; }
+
+if [[ ! -x "$VENV/bin/python" ]]; then
+  log "creating $VENV"
+  python3.11 -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q "pip==25.3"
+fi
+if ! "$VENV/bin/python" scripts/check_pins.py requirements-timm.txt >/dev/null 2>&1; then
+  log "installing requirements-timm.txt (torch $(grep -E '^torch==' requirements-timm.txt | cut -d= -f3))"
+  "$VENV/bin/python" -m pip install -q -r requirements-timm.txt
+  "$VENV/bin/python" scripts/check_pins.py requirements-timm.txt
+fi
+
+# The CUDA build of torch asks CMake for the CUDA toolkit even for CPU code.
+nvcc="$(command -v nvcc || true)"
+if [[ -z "$nvcc" ]]; then
+  echo "[timm] needs the CUDA toolkit (nvcc) to build against torch's CUDA build; none on PATH" >&2
+  exit 1
+fi
+cuda_root="$(dirname "$(dirname "$(readlink -f "$nvcc")")")"
+want="$(git ls-files -s csrc python cmake CMakeLists.txt pyproject.toml requirements-timm.txt | sha256sum | cut -d' ' -f1)-$(git diff HEAD -- csrc python cmake CMakeLists.txt pyproject.toml | sha256sum | cut -d' ' -f1)"
+if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$want" ]]; then
+  log "building opbridge against $("$VENV/bin/python" -c 'import torch; print("torch", torch.__version__)')"
+  "$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps --force-reinstall . \
+    -Cbuild-dir="$BUILD" -Ccmake.define.CUDA_TOOLKIT_ROOT_DIR="$cuda_root" \
+    -Ccmake.define.OPBRIDGE_WERROR=ON
+  mkdir -p "$(dirname "$STAMP")"
+  echo "$want" >"$STAMP"
+fi
+log "tests/timm"
+cd "$(mktemp -d)"
+exec "$VENV/bin/python" -m pytest -c "$ROOT/pyproject.toml" --rootdir "$ROOT" -o addopts="-ra --strict-markers" "$ROOT/tests/timm" "$@"
