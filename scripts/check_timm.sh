@@ -25,13 +25,17 @@ if ! "$VENV/bin/python" scripts/check_pins.py requirements-timm.txt >/dev/null 2
   "$VENV/bin/python" scripts/check_pins.py requirements-timm.txt
 fi
 
-# The CUDA build of torch asks CMake for the CUDA toolkit even for CPU code.
-nvcc="$(command -v nvcc || true)"
-if [[ -z "$nvcc" ]]; then
-  echo "[timm] needs the CUDA toolkit (nvcc) to build against torch's CUDA build; none on PATH" >&2
+# The CUDA build of torch asks CMake for the CUDA toolkit even for CPU code:
+# $CUDA_HOME, else the one nvcc runs from (nvcc may be a wrapper script).
+cuda_root="${CUDA_HOME:-}"
+if [[ -z "$cuda_root" ]] && command -v nvcc >/dev/null; then
+  here="$(nvcc --dryrun -c -x cu /dev/null -o /dev/null 2>&1 | sed -n 's/^#\$ _HERE_=//p' | head -1)"
+  [[ -n "$here" ]] && cuda_root="$(dirname "$here")"
+fi
+if [[ -z "$cuda_root" || ! -d "$cuda_root/include" ]]; then
+  echo "[timm] needs the CUDA toolkit to build against torch's CUDA build: set CUDA_HOME or put nvcc on PATH" >&2
   exit 1
 fi
-cuda_root="$(dirname "$(dirname "$(readlink -f "$nvcc")")")"
 want="$(git ls-files -s csrc python cmake CMakeLists.txt pyproject.toml requirements-timm.txt | sha256sum | cut -d' ' -f1)-$(git diff HEAD -- csrc python cmake CMakeLists.txt pyproject.toml | sha256sum | cut -d' ' -f1)"
 if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$want" ]]; then
   log "building opbridge against $("$VENV/bin/python" -c 'import torch; print("torch", torch.__version__)')"

@@ -56,3 +56,15 @@ def test_dev_checks_installed_versions_on_every_run():
     setup_venv = setup_venv[: setup_venv.index("\n}\n")]
     assert "scripts/check_pins.py requirements.txt" in setup_venv
     assert "stamp_ok" not in setup_venv
+
+
+def test_timm_environment_differs_from_the_main_one_only_where_it_must():
+    main = check_pins.read_pins((ROOT / "requirements.txt").read_text())
+    timm = check_pins.read_pins((ROOT / "requirements-timm.txt").read_text())
+    assert {k: timm[k] for k in ("torch", "torchvision", "timm")} == {
+        "torch": "2.14.1",
+        "torchvision": "0.29.1",
+        "timm": "1.0.31",
+    }
+    differ = {name for name in set(main) & set(timm) if main[name] != timm[name]}
+    assert differ == {"torch"}, differ
