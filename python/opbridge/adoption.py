@@ -6,6 +6,8 @@ Runtime and compared with the unpatched torch model."""
 from __future__ import annotations
 
 import copy
+import statistics
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,14 +36,13 @@ def compare_exports(
     """Rows, one per path in :data:`PATHS`: ``name``, ``path`` ("patched,
     custom route"...), ``nodes``, ``opbridge_nodes``, ``max_abs_err`` (vs
     the unpatched torch model), ``ms`` (median of ``runs`` ONNX Runtime
-    calls), ``replaced`` (modules ``opbridge.patch`` replaced; 0 for the
+    calls, the paths timed in turn), ``replaced`` (modules ``opbridge.patch`` replaced; 0 for the
     unpatched path) and ``file`` (the ONNX file under ``out_dir``, if given).
     ``original`` is left as it is (a copy is patched); ``wrap`` makes the
     exported module from a model (e.g. ``opbridge.hf.Output``)."""
     from opbridge import ONNX_DOMAIN
     from opbridge import onnx as obonnx
     from opbridge import ort as obort
-    from opbridge.demo import median_ms
     from opbridge.patching import patch
 
     patched = patch(copy.deepcopy(original))
@@ -49,7 +50,7 @@ def compare_exports(
     models = {"unpatched": wrap(original), "patched": wrap(patched)}
     with torch.no_grad():
         want = models["unpatched"](*example).numpy()
-    rows = []
+    rows, calls = [], []
     for which, route in PATHS:
         path = None
         if out_dir is not None:
@@ -68,12 +69,29 @@ def compare_exports(
                 "nodes": len(proto.graph.node),
                 "opbridge_nodes": sum(n.domain == ONNX_DOMAIN for n in proto.graph.node),
                 "max_abs_err": float(np.abs(got - want).max()),
-                "ms": median_ms(lambda s=session, f=feed: s.run(None, f), runs),
                 "replaced": replaced if which == "patched" else 0,
                 "file": str(path) if path else None,
             }
         )
+        calls.append(lambda s=session, f=feed: s.run(None, f))
+    for row, ms in zip(rows, interleaved_ms(calls, runs), strict=True):
+        row["ms"] = ms
     return rows
+
+
+def interleaved_ms(calls: list[Callable[[], object]], runs: int, warmup: int = 3) -> list[float]:
+    """Median milliseconds of each call, timed in turn (one call of each per
+    round), so a change in the machine's load touches them all alike."""
+    for call in calls:
+        for _ in range(warmup):
+            call()
+    times: list[list[float]] = [[] for _ in calls]
+    for _ in range(runs):
+        for call, record in zip(calls, times, strict=True):
+            start = time.perf_counter()
+            call()
+            record.append((time.perf_counter() - start) * 1e3)
+    return [statistics.median(record) for record in times]
 
 
 def table(rows: list[dict]) -> list[str]:

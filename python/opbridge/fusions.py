@@ -263,7 +263,9 @@ def _opbridge_rotary(original: Callable) -> Callable:
         ):
             return original(q, k, cos, sin, *args, **kwargs)
         half = width // 2
-        cos, sin = cos[..., :half], sin[..., :half]
+        # Hugging Face's tables repeat their first half: the kernel takes that
+        # half, made contiguous once for both q and k.
+        cos, sin = cos[..., :half].contiguous(), sin[..., :half].contiguous()
         q_out = rotary_embedding(q.transpose(1, 2), cos, sin).transpose(1, 2)
         k_out = rotary_embedding(k.transpose(1, 2), cos, sin).transpose(1, 2)
         return q_out, k_out
