@@ -111,3 +111,87 @@ def test_operator_of_another_library_with_an_onnx_symbolic(registry, tmp_path):
         ("myops::shifted_relu", "opbridge_torch"),
         ("myops::shifted_relu", "ort_standard"),
     }
+
+
+MODEL_IMPLS = {
+    "torch_composite",
+    "opbridge_torch",
+    "ort_standard",
+    "ort_standard_nofusion",
+    "ort_custom",
+    "ort_contrib",
+    "ort_fused",
+}
+
+
+def test_quick_end_to_end_models(tmp_path, capsys):
+    """``--models`` alone runs only the end-to-end models (toy sizes with
+    --quick, where torch.compile is left out: compiling them takes about a
+    minute), each implementation's output checked against opbridge_torch."""
+    out, md = tmp_path / "models.json", tmp_path / "models.md"
+    argv = ["bench", "--quick", "--models", "--threads", "1", "--json", str(out)]
+    assert main([*argv, "--markdown", str(md)]) == 0
+    report = json.loads(out.read_text())
+    results = report["results"]
+    assert all(set(r) >= KEYS | {"max_abs_diff"} for r in results)
+    assert {r["op"] for r in results} == set(bench.bench_models.MODEL_NAMES)
+    for name in bench.bench_models.MODEL_NAMES:
+        rows = {r["impl"]: r for r in results if r["op"] == name}
+        assert set(rows) == MODEL_IMPLS, name
+        assert all(r["median_us"] > 0 and r["p99_us"] >= r["median_us"] for r in rows.values())
+        assert all(r["max_abs_diff"] < 1e-3 for r in rows.values()), name
+        # ONNX Runtime's own operators in the model each ran, "none" when none.
+        assert isinstance(rows["ort_contrib"]["fused"], list)
+        assert isinstance(rows["ort_fused"]["fused"], list)
+        assert "fused" not in rows["ort_custom"]
+        assert set(report["models"]) == set(bench.bench_models.MODEL_NAMES)
+    # The ort route emits ONNX Runtime's fused operators for the LLaMA-style blocks.
+    llama = {r["impl"]: r for r in results if r["op"] == "llama_prefill"}
+    assert "SkipSimplifiedLayerNormalization" in llama["ort_fused"]["fused"]
+    profiles = {(p["op"], p["impl"]): p for p in report["profiles"]}
+    assert set(profiles) == {
+        (name, impl)
+        for name in bench.bench_models.MODEL_NAMES
+        for impl in ("opbridge_torch", "ort_custom")
+    }
+    for p in profiles.values():
+        assert p["opbridge_pct"] > 0
+        assert abs(p["opbridge_pct"] + p["matmul_pct"] + p["other_pct"] - 100) < 1e-6
+    table = md.read_text()
+    assert "Load average" in table
+    assert "| llama_decode | 2x4x64 float32 | 1 | ort_contrib |" in table
+    assert "llama_prefill ort_custom 1t: opbridge ops" in table
+    assert "no KV cache" in table
+    assert "torch_compile: left out at --quick sizes" in capsys.readouterr().out
+
+
+def test_composite_twin_runs_without_opbridge_operators():
+    from opbridge import bench_models
+
+    (case,) = bench_models.build_cases(["llama_decode"], quick=True)
+    twin = bench_models.composite_twin(case.model)
+    # Every opbridge module is only the source of a Composite (for its parameters).
+    held = {id(m.source) for m in twin.modules() if isinstance(m, bench_models.Composite)}
+    ours = [m for m in twin.modules() if type(m) in bench_models.COMPOSITE_ARGUMENTS]
+    assert ours and all(id(m) in held for m in ours)
+    # Parameters are shared, not copied.
+    assert {id(p) for p in twin.parameters()} == {id(p) for p in case.model.parameters()}
+    with torch.no_grad():
+        torch.testing.assert_close(twin(*case.inputs), case.model(*case.inputs))
+        profile = bench_models.torch_profile(lambda: twin(*case.inputs), calls=1)
+    assert profile.opbridge_pct == 0
+
+
+def test_contrib_rewrite_names_the_fused_operators():
+    """At the contrib export's opset the standard route's bias_gelu is Add +
+    Gelu, which onnxscript's rule rewrites into com.microsoft BiasGelu; the
+    rms_norm chain (Div, not Reciprocal) matches no rule."""
+    import onnx
+
+    found = {}
+    for name in ("bias_gelu", "rms_norm"):
+        case = bench.OpCase(name)
+        args = case.inputs([4, 64], torch.float32)
+        model = bench.export_onnx(case.module(args), bench.tensors_of(args), route="contrib")
+        found[name] = bench.bench_models.contrib_ops(onnx.load_from_string(model))
+    assert found == {"bias_gelu": ["BiasGelu"], "rms_norm": []}

@@ -1,5 +1,6 @@
-"""Benchmark: opbridge's operators and the demo model against what a user
-would pick instead, measured side by side in one process on the same inputs.
+"""Benchmark: opbridge's operators, the demo model and end-to-end models
+against what a user would pick instead, measured side by side in one
+process on the same inputs.
 
 Every operator comes from its card (``opbridge.ops.cards()``): inputs, call
 and alternatives. ``--import MODULE`` loads a library that registers cards of
@@ -19,6 +20,21 @@ Implementations (names are stable; they appear in ``--json`` output):
 - ``ort_standard``: the standard ONNX route at ORT_ENABLE_ALL (ONNX Runtime's
   own fusions apply); ``ort_standard_nofusion``: the same at ORT_DISABLE_ALL;
   ``ort_custom``: the custom route (``opbridge`` domain nodes).
+- ``ort_contrib``: the standard route at opset 20 rewritten by onnxscript's
+  ``optimize_for_ort`` into ONNX Runtime's fused ``com.microsoft`` operators
+  where its rules match, at ORT_ENABLE_ALL; ``ort_fused``: opbridge's ``ort``
+  route, which emits ONNX Runtime's fused operators itself. Their results
+  carry ``fused``: ONNX Runtime's own operators in the model they ran.
+
+End-to-end models (``--models``; :mod:`opbridge.bench_models`):
+``llama_prefill``, ``llama_decode`` and ``vision``, by ``torch_composite``
+(the model with every opbridge module computed by its card's composite),
+``opbridge_torch``, ``torch_compile`` (of the composite model) and the ONNX
+Runtime implementations. Their results carry ``max_abs_diff`` (the output's
+largest difference from ``opbridge_torch``), and the report's ``profiles``
+the share of operator time in opbridge's operators and in matrix products
+(``opbridge_torch`` under ``torch.profiler``, ``ort_custom`` under ONNX
+Runtime's profiler).
 
 Every case runs at one thread and at all threads (``torch.set_num_threads``
 and ONNX Runtime's ``intra_op_num_threads``), after a warm-up, reporting the
@@ -31,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import importlib
 import io
 import json
@@ -48,10 +65,13 @@ import torch
 from torch import nn
 
 import opbridge
-from opbridge import _C
+from opbridge import _C, bench_models
 from opbridge.ops.rms_norm import composite as rms_norm_composite
 
-HELP = "benchmark the operators and the demo model against PyTorch and ONNX Runtime alternatives"
+HELP = (
+    "benchmark the operators, the demo model and end-to-end models against PyTorch and ONNX "
+    "Runtime alternatives"
+)
 
 TORCH_IMPLS = ("torch_composite", "torch_builtin", "torch_compile", "opbridge_torch")
 # Each ONNX Runtime implementation: the route its model is exported by and
@@ -60,6 +80,9 @@ ORT_SETTINGS = {
     "ort_standard": ("standard", "enable_all"),
     "ort_standard_nofusion": ("standard", "disable_all"),
     "ort_custom": ("custom", "enable_all"),
+    # "contrib": the standard route rewritten into ONNX Runtime's contrib operators.
+    "ort_contrib": ("contrib", "enable_all"),
+    "ort_fused": ("ort", "enable_all"),
 }
 ORT_IMPLS = tuple(ORT_SETTINGS)
 ORT_ROUTES = tuple(dict.fromkeys(route for route, _ in ORT_SETTINGS.values()))
@@ -84,11 +107,15 @@ class Result:
     median_us: float
     p99_us: float
     gbps: float
+    # ONNX Runtime's own operators in the model (ort_contrib, ort_fused).
+    fused: list[str] | None = None
+    # End-to-end models: the output's largest difference from opbridge_torch's.
+    max_abs_diff: float | None = None
 
     def to_json(self) -> dict:
         data = asdict(self)
         data["pass"] = data.pop("pass_")
-        return data
+        return {k: v for k, v in data.items() if v is not None}
 
 
 # ---------------------------------------------------------------- machine
@@ -242,13 +269,42 @@ def tensors_of(args: tuple) -> tuple:
 
 def export_onnx(module: nn.Module, args: tuple, *, route: str) -> bytes:
     """Exports by ``route`` with the legacy exporter (quick), static shapes
-    as a deployed model would usually have."""
+    as a deployed model would usually have. ``route="contrib"``: the
+    standard route at ``bench_models.CONTRIB_OPSET``, rewritten into ONNX
+    Runtime's contrib operators."""
     names = [f"input_{i}" for i in range(len(args))]
+    opset = bench_models.CONTRIB_OPSET if route == "contrib" else None
     with contextlib.redirect_stdout(io.StringIO()):
         proto = opbridge.onnx.export(
-            module, args, route=route, dynamo=False, input_names=names, output_names=["y"]
+            module,
+            args,
+            route="standard" if route == "contrib" else route,
+            opset=opset,
+            dynamo=False,
+            input_names=names,
+            output_names=["y"],
         )
+    if route == "contrib":
+        proto, _ = bench_models.ort_contrib(proto)
     return proto.SerializeToString()
+
+
+def fused_ops(models: dict[str, bytes]) -> dict[str, list[str]]:
+    """Per ONNX Runtime implementation whose route emits ONNX Runtime's own
+    operators (ort_contrib, ort_fused): the ones its exported model has."""
+    import onnx
+
+    fused = {}
+    for impl, (route, _) in ORT_SETTINGS.items():
+        if route in ("contrib", "ort") and route in models:
+            fused[impl] = bench_models.contrib_ops(onnx.load_from_string(models[route]))
+    return fused
+
+
+def route_label(route: str) -> str:
+    if route == "contrib":
+        return f"standard route (opset {bench_models.CONTRIB_OPSET}, for ort_contrib)"
+    return f"{route} route"
 
 
 def ort_session(model: bytes, impl: str, threads: int):
@@ -354,6 +410,9 @@ class Settings:
     budget_s: float
     backward: bool
     impls: list[str]
+    # End-to-end models (bench_models.MODEL_NAMES), at toy sizes when quick_models.
+    models: list[str] = dataclasses.field(default_factory=list)
+    quick_models: bool = False
 
 
 def op_sizes(quick: bool) -> dict[str, list[int]]:
@@ -381,13 +440,34 @@ def time_back_to_back(
     return times
 
 
-def run_case(label, fns: dict[str, Callable[[], object]], settings, meta, nbytes, log, results):
+def run_case(
+    label,
+    fns: dict[str, Callable[[], object]],
+    settings,
+    meta,
+    nbytes,
+    log,
+    results,
+    extra: dict[str, dict] | None = None,
+):
+    """Times ``fns`` and appends one Result each; ``extra`` holds more
+    fields of an implementation's Result (``fused``, ``max_abs_diff``)."""
+    extra = extra or {}
     for impl, times in time_back_to_back(fns, settings, log, label).items():
         median, p99 = summarize(times)
         results.append(
-            Result(**meta, impl=impl, median_us=median, p99_us=p99, gbps=nbytes / (median * 1e3))
+            Result(
+                **meta,
+                impl=impl,
+                median_us=median,
+                p99_us=p99,
+                gbps=nbytes / (median * 1e3),
+                **extra.get(impl, {}),
+            )
         )
-        log(f"  {label} {impl}: median {median:.1f} us, p99 {p99:.1f} us")
+        fused = extra.get(impl, {}).get("fused")
+        note = f" [{', '.join(fused) or 'no ONNX Runtime operators'}]" if fused is not None else ""
+        log(f"  {label} {impl}: median {median:.1f} us, p99 {p99:.1f} us{note}")
 
 
 def fresh_compile(fn: Callable) -> Callable:
@@ -453,12 +533,12 @@ def export_models(
                 models[route] = export_onnx(case.module(example), tensors_of(example), route=route)
         except Exception as error:
             if not foreign:
-                log(f"  export {label} {route}: failed ({error})")
+                log(f"  export {label} {route_label(route)}: failed ({error})")
                 continue
             failed.add(route)
             log(
-                f"  {case.name}: no ONNX export by the {route} route, so no ORT rows from it "
-                f"({type(error).__name__}: {str(error).strip()[:120]}...); opbridge.onnx "
+                f"  {case.name}: no ONNX export by the {route_label(route)}, so no ORT rows from "
+                f"it ({type(error).__name__}: {str(error).strip()[:120]}...); opbridge.onnx "
                 f"exports opbridge's own operators, {case.name} needs an ONNX symbolic "
                 "registered for it"
             )
@@ -466,7 +546,9 @@ def export_models(
 
 
 def run_benchmark(settings: Settings, log=print) -> dict:
+    load_start = os.getloadavg()
     results: list[Result] = []
+    profiles: list[dict] = []
     max_threads = max(settings.thread_counts)
     torch.set_num_threads(max_threads)
     copy_bytes = max(64 << 20, 2 * math.prod(max(settings.sizes.values(), key=math.prod)) * 4)
@@ -487,6 +569,7 @@ def run_benchmark(settings: Settings, log=print) -> dict:
                     models = export_models(
                         case, example, log, f"{case.name} {dtype}", failed_routes
                     )
+                extra = {impl: {"fused": ops} for impl, ops in fused_ops(models).items()}
                 for threads in settings.thread_counts:
                     torch.set_num_threads(threads)
                     args = case.inputs(shape, DTYPES[dtype])
@@ -505,6 +588,7 @@ def run_benchmark(settings: Settings, log=print) -> dict:
                             case.min_bytes(args, "fwd"),
                             log,
                             results,
+                            extra,
                         )
                     if settings.backward and case.backward:
                         grad_args = case.inputs(shape, DTYPES[dtype], requires_grad=True)
@@ -530,6 +614,9 @@ def run_benchmark(settings: Settings, log=print) -> dict:
 
     if settings.model_sizes:
         run_model(settings, want, log, results)
+    descriptions = {}
+    if settings.models:
+        descriptions = run_end_to_end(settings, want, log, results, profiles)
     torch.set_num_threads(max_threads)
     # The practical limit: the better of the copies at the start and the end.
     copy_gbps = max(copy_gbps, measure_copy_gbps(*copy_args))
@@ -538,7 +625,11 @@ def run_benchmark(settings: Settings, log=print) -> dict:
         "copy_gbps": copy_gbps,
         "machine": machine_description(),
         "simd_target": _C.simd_target(),
+        # 1, 5 and 15 minute load averages at the start and at the end.
+        "load_average": {"start": list(load_start), "end": list(os.getloadavg())},
         "results": [r.to_json() for r in results],
+        "models": descriptions,
+        "profiles": profiles,
     }
 
 
@@ -550,6 +641,7 @@ def run_model(settings: Settings, want: set[str], log, results: list[Result]) ->
             example = (torch.randn(shape),)
             for route in ORT_ROUTES:
                 models[route] = export_onnx(variants["opbridge_torch"], example, route=route)
+        extra = {impl: {"fused": ops} for impl, ops in fused_ops(models).items()}
         for threads in settings.thread_counts:
             torch.set_num_threads(threads)
             x = torch.randn(shape)
@@ -569,7 +661,123 @@ def run_model(settings: Settings, want: set[str], log, results: list[Result]) ->
                     2 * math.prod(shape) * 4,
                     log,
                     results,
+                    extra,
                 )
+
+
+# Warm-up calls of an end-to-end model at most (torch.compile compiles in the
+# output check before them), and calls under each profiler.
+MODEL_WARMUP = 5
+PROFILE_CALLS = 5
+
+
+def max_abs_diff(output, expected: torch.Tensor) -> float:
+    """Largest absolute difference of a call's output (a tensor, or ONNX
+    Runtime's list of arrays) from ``expected``."""
+    import numpy as np
+
+    got = output[0] if isinstance(output, list | tuple) else output
+    got = got.detach().numpy() if isinstance(got, torch.Tensor) else np.asarray(got)
+    return float(np.abs(got.astype(np.float64) - expected.numpy().astype(np.float64)).max())
+
+
+def run_end_to_end(settings: Settings, want: set[str], log, results, profiles) -> dict[str, str]:
+    """Times each end-to-end model by each implementation (warm-up at most
+    MODEL_WARMUP calls), with each output checked against opbridge_torch's
+    first, and profiles opbridge_torch and ort_custom. Returns each model's
+    description."""
+    model_settings = dataclasses.replace(settings, warmup=min(settings.warmup, MODEL_WARMUP))
+    descriptions = {}
+    for case in bench_models.build_cases(settings.models, quick=settings.quick_models):
+        descriptions[case.name] = case.description
+        log(f"{case.name}: {case.description}, input {case.shape} {case.dtype}")
+        composite = bench_models.composite_twin(case.model)
+        with torch.no_grad():
+            expected = case.model(*case.inputs)
+        models: dict[str, bytes] = {}
+        for route in ORT_ROUTES:
+            if any(ORT_SETTINGS[impl][0] == route for impl in want & set(ORT_IMPLS)):
+                try:
+                    models[route] = export_onnx(case.model, case.inputs, route=route)
+                except Exception as error:
+                    log(f"  export {case.name} {route_label(route)}: failed ({error})")
+        fused = fused_ops(models)
+        eager = {"torch_composite": composite, "opbridge_torch": case.model}
+        if "torch_compile" in want and settings.quick_models:
+            log(
+                f"  {case.name} torch_compile: left out at --quick sizes (compiling takes a minute)"
+            )
+        elif "torch_compile" in want:
+            torch._dynamo.reset()
+            eager["torch_compile"] = torch.compile(composite, dynamic=False)
+        meta = dict(op=case.name, shape=case.shape, dtype=case.dtype, pass_="fwd")
+        for threads in settings.thread_counts:
+            torch.set_num_threads(threads)
+            label = f"{case.name} {case.shape} {threads}t fwd"
+            fns = {
+                impl: (lambda m=module, x=case.inputs: m(*x))
+                for impl, module in eager.items()
+                if impl in want
+            }
+            fns |= ort_impls(models, want, threads, case.inputs, log, case.name)
+            with torch.no_grad():
+                # Each implementation's output check, warm-up and timed calls
+                # back to back (see time_back_to_back).
+                for impl, fn in list(fns.items()):
+                    try:
+                        diff = max_abs_diff(fn(), expected)
+                    except Exception as error:
+                        log(f"  {label} {impl}: skipped ({type(error).__name__}: {error})")
+                        del fns[impl]
+                        continue
+                    run_case(
+                        label,
+                        {impl: fn},
+                        model_settings,
+                        {**meta, "threads": threads},
+                        case.min_bytes(expected),
+                        log,
+                        results,
+                        {impl: {"max_abs_diff": diff, "fused": fused.get(impl)}},
+                    )
+                profile_case(case, threads, fns, models, log, profiles)
+    return descriptions
+
+
+def profile_case(case, threads: int, fns: dict, models: dict, log, profiles: list) -> None:
+    """Shares of operator time of opbridge_torch (torch.profiler) and
+    ort_custom (ONNX Runtime's profiler), when they ran."""
+    runs = {}
+    if "opbridge_torch" in fns:
+        runs["opbridge_torch"] = lambda: bench_models.torch_profile(
+            fns["opbridge_torch"], PROFILE_CALLS
+        )
+    if "ort_custom" in fns and "custom" in models:
+        feeds = {f"input_{i}": t.numpy() for i, t in enumerate(case.inputs)}
+        level = ORT_SETTINGS["ort_custom"][1]
+        runs["ort_custom"] = lambda: bench_models.ort_profile(
+            models["custom"], feeds, threads, PROFILE_CALLS, level
+        )
+    for impl, run_profile in runs.items():
+        try:
+            with torch.no_grad():
+                profile = run_profile()
+        except Exception as error:
+            log(f"  {case.name} {impl} {threads}t profile: failed ({error})")
+            continue
+        log(f"  {case.name} {impl} {threads}t profile: {profile.line()}")
+        profiles.append(
+            dict(
+                op=case.name,
+                shape=case.shape,
+                threads=threads,
+                impl=impl,
+                opbridge_pct=profile.opbridge_pct,
+                matmul_pct=profile.matmul_pct,
+                other_pct=profile.other_pct,
+                top=[[name, pct] for name, pct in profile.top],
+            )
+        )
 
 
 # ---------------------------------------------------------------- report
@@ -579,20 +787,37 @@ def _key(r: dict) -> tuple:
     return (r["op"], tuple(r["shape"]), r["dtype"], r["threads"], r["pass"])
 
 
+def is_end_to_end(r: dict) -> bool:
+    return r["op"] in bench_models.MODEL_NAMES
+
+
+def fused_cell(entry: dict | None) -> str:
+    if entry is None or "fused" not in entry:
+        return "-"
+    return ", ".join(entry["fused"]) or "none"
+
+
 def markdown_table(report: dict) -> str:
-    """One row per case. Torch columns: the alternative's median time over
-    opbridge_torch's (above 1 means opbridge is faster); ORT columns: over
-    ort_custom's. "% copy" is the share of the copy bandwidth reached."""
+    """The operators' table (one row per case; torch columns: the
+    alternative's median time over opbridge_torch's, above 1 means opbridge
+    is faster; ORT columns: over ort_custom's; "% copy" is the share of the
+    copy bandwidth reached; the last two columns: ONNX Runtime's own
+    operators in ort_contrib's and ort_fused's models), then the end-to-end
+    models' table and profiles when the report has them."""
     copy = report["copy_gbps"]
     cases: dict[tuple, dict[str, dict]] = {}
     for r in report["results"]:
-        cases.setdefault(_key(r), {})[r["impl"]] = r
-    lines = [
-        "| op | shape | dtype | threads | pass | opbridge_torch us (% copy) | torch_composite "
-        "| torch_builtin | torch_compile | ort_custom us (% copy) | ort_standard "
-        "| ort_standard_nofusion |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
+        if not is_end_to_end(r):
+            cases.setdefault(_key(r), {})[r["impl"]] = r
+    lines = []
+    if cases:
+        lines += [
+            "| op | shape | dtype | threads | pass | opbridge_torch us (% copy) | torch_composite "
+            "| torch_builtin | torch_compile | ort_custom us (% copy) | ort_standard "
+            "| ort_standard_nofusion | ort_contrib | ort_fused | ort_contrib ops "
+            "| ort_fused ops |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        ]
 
     def base_cell(entry):
         if entry is None:
@@ -612,34 +837,114 @@ def markdown_table(report: dict) -> str:
             f"{base_cell(ob)} | {ratio(impls.get('torch_composite'), ob)} | "
             f"{ratio(impls.get('torch_builtin'), ob)} | {ratio(impls.get('torch_compile'), ob)} | "
             f"{base_cell(oc)} | {ratio(impls.get('ort_standard'), oc)} | "
-            f"{ratio(impls.get('ort_standard_nofusion'), oc)} |"
+            f"{ratio(impls.get('ort_standard_nofusion'), oc)} | "
+            f"{ratio(impls.get('ort_contrib'), oc)} | {ratio(impls.get('ort_fused'), oc)} | "
+            f"{fused_cell(impls.get('ort_contrib'))} | {fused_cell(impls.get('ort_fused'))} |"
         )
+    models = models_markdown(report)
+    if models:
+        lines += ([""] if lines else []) + models
     return "\n".join(lines)
 
 
+def models_markdown(report: dict) -> list[str]:
+    """The end-to-end models' table: median and p99 per implementation, its
+    ratio to opbridge_torch and to ort_custom (above 1: slower), the largest
+    output difference from opbridge_torch, ONNX Runtime's own operators in
+    the model; then each profile's shares."""
+    cases: dict[tuple, dict[str, dict]] = {}
+    for r in report["results"]:
+        if is_end_to_end(r):
+            cases.setdefault(_key(r), {})[r["impl"]] = r
+    if not cases:
+        return []
+    lines = [
+        "| model | input | threads | impl | median ms | p99 ms | x opbridge_torch "
+        "| x ort_custom | max abs diff | ONNX Runtime ops in the model |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for (op, shape, dtype, threads, _), impls in cases.items():
+        ob, oc = impls.get("opbridge_torch"), impls.get("ort_custom")
+        for impl in IMPLS:
+            r = impls.get(impl)
+            if r is None:
+                continue
+            vs_ob = f"{r['median_us'] / ob['median_us']:.2f}x" if ob else "-"
+            vs_oc = (
+                f"{r['median_us'] / oc['median_us']:.2f}x" if oc and impl.startswith("ort") else "-"
+            )
+            diff = f"{r['max_abs_diff']:.1e}" if "max_abs_diff" in r else "-"
+            lines.append(
+                f"| {op} | {'x'.join(map(str, shape))} {dtype} | {threads} | {impl} | "
+                f"{r['median_us'] / 1e3:.2f} | {r['p99_us'] / 1e3:.2f} | {vs_ob} | {vs_oc} | "
+                f"{diff} | {fused_cell(r)} |"
+            )
+    descriptions = report.get("models", {})
+    if descriptions:
+        lines += [""] + [f"- {name}: {what}" for name, what in descriptions.items()]
+    if report.get("profiles"):
+        lines += [
+            "",
+            "Share of profiled operator time (opbridge_torch: torch.profiler, top-level "
+            "operators; ort_custom: ONNX Runtime's profiler, node kernel times; matrix products "
+            "include convolutions):",
+            "",
+        ]
+        for p in report["profiles"]:
+            top = ", ".join(f"{name} {pct:.0f}%" for name, pct in p["top"][:4])
+            lines.append(
+                f"- {p['op']} {p['impl']} {p['threads']}t: opbridge ops {p['opbridge_pct']:.1f}%, "
+                f"matrix products {p['matmul_pct']:.1f}%, other {p['other_pct']:.1f}% "
+                f"(largest: {top})"
+            )
+    return lines
+
+
 def plot(report: dict, path: Path) -> None:
+    """Operators: share of the copy bandwidth per implementation; end-to-end
+    models (a second panel): median time over opbridge_torch's."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    cases: dict[tuple, dict[str, float]] = {}
+    panels = []
+    ops: dict[tuple, dict[str, float]] = {}
+    e2e: dict[tuple, dict[str, float]] = {}
     for r in report["results"]:
-        cases.setdefault(_key(r), {})[r["impl"]] = r["gbps"] / report["copy_gbps"]
-    impls = [i for i in IMPLS if any(i in c for c in cases.values())]
-    fig, ax = plt.subplots(figsize=(max(8, 0.9 * len(cases)), 5))
-    width = 0.8 / max(1, len(impls))
-    for k, impl in enumerate(impls):
-        values = [c.get(impl, 0.0) for c in cases.values()]
-        ax.bar([i + k * width for i in range(len(cases))], values, width, label=impl)
-    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(cases))])
-    ax.set_xticklabels(
-        [f"{k[0]}\n{'x'.join(map(str, k[1]))}\n{k[2]} {k[3]}t {k[4]}" for k in cases],
-        fontsize=7,
+        if is_end_to_end(r):
+            e2e.setdefault(_key(r), {})[r["impl"]] = r["median_us"]
+        else:
+            ops.setdefault(_key(r), {})[r["impl"]] = r["gbps"] / report["copy_gbps"]
+    if ops:
+        panels.append((ops, "fraction of copy bandwidth"))
+    if e2e:
+        relative = {
+            k: {i: t / c["opbridge_torch"] for i, t in c.items()}
+            for k, c in e2e.items()
+            if "opbridge_torch" in c
+        }
+        panels.append((relative, "median time / opbridge_torch's"))
+    if not panels:
+        return
+    width_cases = max(len(cases) for cases, _ in panels)
+    fig, axes = plt.subplots(
+        len(panels), 1, figsize=(max(8, 0.9 * width_cases), 5 * len(panels)), squeeze=False
     )
-    ax.set_ylabel("fraction of copy bandwidth")
-    ax.set_title(f"opbridge bench (copy {report['copy_gbps']:.1f} GB/s)")
-    ax.legend(fontsize=7)
+    for ax, (cases, ylabel) in zip(axes[:, 0], panels, strict=True):
+        impls = [i for i in IMPLS if any(i in c for c in cases.values())]
+        width = 0.8 / max(1, len(impls))
+        for k, impl in enumerate(impls):
+            values = [c.get(impl, 0.0) for c in cases.values()]
+            ax.bar([i + k * width for i in range(len(cases))], values, width, label=impl)
+        ax.set_xticks([i + 0.4 - width / 2 for i in range(len(cases))])
+        ax.set_xticklabels(
+            [f"{k[0]}\n{'x'.join(map(str, k[1]))}\n{k[2]} {k[3]}t {k[4]}" for k in cases],
+            fontsize=7,
+        )
+        ax.set_ylabel(ylabel)
+        ax.legend(fontsize=7)
+    axes[0, 0].set_title(f"opbridge bench (copy {report['copy_gbps']:.1f} GB/s)")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
@@ -679,7 +984,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--iters", type=int, default=20, help="minimum timed calls")
     parser.add_argument("--budget", type=float, default=1.0, help="seconds of timed calls")
     parser.add_argument("--no-backward", action="store_true", help="forward only")
-    parser.add_argument("--no-model", action="store_true", help="skip the demo model")
+    parser.add_argument(
+        "--no-model",
+        action="store_true",
+        help="skip the demo model (and the end-to-end models unless --models names them)",
+    )
+    parser.add_argument(
+        "--models",
+        nargs="*",
+        default=None,
+        choices=list(bench_models.MODEL_NAMES),
+        metavar="MODEL",
+        help="end-to-end models: " + ", ".join(bench_models.MODEL_NAMES) + " (all when none are "
+        "named); without --ops, only these run. A full run includes all of them; --quick "
+        "includes them only when asked, at toy sizes",
+    )
     parser.add_argument(
         "--simd-target", default="", help="force a SIMD target (one of opbridge._C.simd_targets())"
     )
@@ -709,10 +1028,36 @@ def resolve_ops(names: list[str] | None) -> list[str]:
     return [OpCase(name).name for name in names]
 
 
+def end_to_end_models(args: argparse.Namespace) -> list[str]:
+    """The end-to-end models to run: those named by ``--models`` (all when
+    it names none); without ``--models``, all in a full run and none with
+    ``--quick`` or ``--no-model``."""
+    if args.models is not None:
+        return list(dict.fromkeys(args.models or bench_models.MODEL_NAMES))
+    return [] if args.quick or args.no_model else list(bench_models.MODEL_NAMES)
+
+
+def markdown_header(report: dict, settings: Settings) -> str:
+    """What the run was on: machine, allocator, threads, load averages."""
+    start, end = report["load_average"]["start"], report["load_average"]["end"]
+
+    def loads(values):
+        return ", ".join(f"{v:.2f}" for v in values)
+
+    return (
+        f"Machine: {report['machine']}; allocator: {report.get('allocator', '-')}; "
+        f"threads {', '.join(map(str, settings.thread_counts))}; copy bandwidth "
+        f"{report['copy_gbps']:.1f} GB/s.\n"
+        f"Load average (1, 5, 15 min): {loads(start)} at the start, {loads(end)} at the end "
+        f"(the machine has {os.cpu_count()} logical CPUs; other work on it slows every "
+        "implementation)."
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         import_modules(args.imports)
-        ops = resolve_ops(args.ops)
+        ops = [] if args.models is not None and args.ops is None else resolve_ops(args.ops)
     except ImportError as error:
         print(f"opbridge bench: --import: {error}", file=sys.stderr)
         return 2
@@ -732,12 +1077,14 @@ def run(args: argparse.Namespace) -> int:
         dtypes=args.dtypes,
         ops=ops,
         sizes=sizes,
-        model_sizes={} if args.no_model else model_sizes,
+        model_sizes={} if args.no_model or not ops else model_sizes,
         warmup=3 if args.quick and args.warmup == 50 else args.warmup,
         iters=3 if args.quick and args.iters == 20 else args.iters,
         budget_s=0.0 if args.quick else args.budget,
         backward=not args.no_backward,
         impls=args.impls,
+        models=end_to_end_models(args),
+        quick_models=args.quick,
     )
     allocator = "default" if args.default_allocator else tune_allocator()
     print(f"machine: {machine_description()}; allocator: {allocator}", flush=True)
@@ -751,7 +1098,7 @@ def run(args: argparse.Namespace) -> int:
         args.json.parent.mkdir(parents=True, exist_ok=True)
         args.json.write_text(json.dumps(report, indent=1))
     if args.markdown:
-        args.markdown.write_text(table + "\n")
+        args.markdown.write_text(markdown_header(report, settings) + "\n\n" + table + "\n")
     if args.plot:
         plot(report, args.plot)
     return 0
