@@ -167,3 +167,15 @@ def test_patch_in_training_mode_probes_with_dropout_off():
     opbridge.patch(model)
     assert model.opbridge_patch_summary.counts() == EXPECTED["bert"][0]
     assert all(m.training for m in model.modules())
+
+
+def test_patched_model_compiles_without_graph_breaks():
+    import torch._dynamo
+
+    model, reference, example = build("llama")
+    opbridge.patch(model.model)
+    explained = torch._dynamo.explain(model)(*example)
+    assert explained.graph_break_count == 0, explained.break_reasons
+    compiled = torch.compile(model)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(*example), reference(*example), rtol=1e-5, atol=1e-5)
