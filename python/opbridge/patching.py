@@ -149,12 +149,10 @@ def torch_rmsnorm_rule(parent: nn.Module, name: str, child: nn.Module):
 torch_rmsnorm_rule.rule_name = "torch.nn.RMSNorm"
 
 
-def torch_layernorm_rule(parent: nn.Module, name: str, child: nn.Module):
-    """``torch.nn.LayerNorm`` over the last dimension -> ``opbridge.nn.LayerNorm``
-    (the same weight and bias parameters, or none)."""
-    if type(child) is not nn.LayerNorm or len(child.normalized_shape) != 1:
-        return None
-    new = obnn.LayerNorm(
+def _layer_norm_from(child: nn.LayerNorm, cls: type) -> obnn.LayerNorm:
+    """An opbridge ``cls`` (LayerNorm or LayerNorm2d) sharing ``child``'s
+    weight and bias parameters (or none)."""
+    new = cls(
         child.normalized_shape[0],
         eps=child.eps,
         elementwise_affine=child.weight is not None,
@@ -163,7 +161,15 @@ def torch_layernorm_rule(parent: nn.Module, name: str, child: nn.Module):
     )
     _share(new, "weight", child.weight)
     _share(new, "bias", child.bias)
-    return {name: new}
+    return new
+
+
+def torch_layernorm_rule(parent: nn.Module, name: str, child: nn.Module):
+    """``torch.nn.LayerNorm`` over the last dimension -> ``opbridge.nn.LayerNorm``
+    (the same weight and bias parameters, or none)."""
+    if type(child) is not nn.LayerNorm or len(child.normalized_shape) != 1:
+        return None
+    return {name: _layer_norm_from(child, obnn.LayerNorm)}
 
 
 torch_layernorm_rule.rule_name = "torch.nn.LayerNorm"
@@ -181,15 +187,7 @@ def layernorm_subclass_rule(parent: nn.Module, name: str, child: nn.Module):
         raise Leave("normalizes more than one dimension or has submodules")
     mismatches = []
     for cls in (obnn.LayerNorm, obnn.LayerNorm2d):
-        new = cls(
-            child.normalized_shape[0],
-            eps=child.eps,
-            elementwise_affine=child.weight is not None,
-            bias=child.bias is not None,
-            device="meta",
-        )
-        _share(new, "weight", child.weight)
-        _share(new, "bias", child.bias)
+        new = _layer_norm_from(child, cls)
         mismatches.append(_probe([child], [new]))
         if mismatches[-1] is None:
             return {name: new}
