@@ -47,11 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from opbridge.onnx import ExportError, export
+    from opbridge.onnx import ExportError, dynamic_spec, export
     from opbridge.routes import choose
     from opbridge.verify import verify
     from opbridge.verify.cli import FactoryError, build_model
-    from opbridge.verify.core import dynamic_spec
 
     if args.no_library and args.route == "custom":
         print("opbridge export: --no-library cannot take --route custom", file=sys.stderr)

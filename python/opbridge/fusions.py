@@ -120,22 +120,23 @@ def find(module: nn.Module) -> tuple[str, type, Callable] | None:
     kind = _kind(module)
     if kind is None or getattr(type(module), "_opbridge_fused", None):
         return None
+    probe = _probe_layer
     if kind == "decoder":
         norm = module._modules.get("pre_feedforward_layernorm") or module.post_attention_layernorm
         if type(norm) is not obnn.RMSNorm:
             raise _leave(f"its norm before the MLP is {type(norm).__name__}, not replaced")
-        probe = _probe_layer
+        probe = _probe_rotary_layer
     elif kind == "timm_block":
         if type(module.norm2) not in (obnn.LayerNorm, obnn.RMSNorm):
             raise _leave(f"its norm2 is {type(module.norm2).__name__}, not replaced")
-        probe = _probe_layer
     elif kind in ("post_norm", "vit_layer"):
         norm = module.LayerNorm if kind == "post_norm" else module.layernorm_after
         if type(norm) is not obnn.LayerNorm:
             raise _leave(f"its LayerNorm is {type(norm).__name__}, not replaced")
-        probe = _probe_post_norm if kind == "post_norm" else _probe_layer
-    else:
-        probe = _probe_layer
+        if kind == "post_norm":
+            probe = _probe_post_norm
+    else:  # rotary
+        probe = _probe_rotary_layer
     return RULES[kind], _fused_class(type(module), kind), probe
 
 
@@ -341,19 +342,24 @@ def _compare(module: nn.Module, fused: type, call: Callable) -> str | None:
     return differs(got, want)
 
 
-def _probe_layer(module: nn.Module, fused: type) -> str | None:
+def _probe_layer(module: nn.Module, fused: type, rotary: bool = False) -> str | None:
+    """Runs the layer on hidden states ``[2, 5, width]`` (and, with
+    ``rotary``, Hugging Face rotary tables) with and without ``fused``."""
     param, width = _param(module), _width(module)
     if param is None or width is None or param.is_meta:
         return "no parameters to probe the layer with"
     generator = torch.Generator().manual_seed(0)
     x = torch.randn((2, 5, width), generator=generator, dtype=torch.float32).to(param)
     kwargs = {}
-    if _kind(module) in ("decoder", "rotary"):
+    if rotary:
         tables = _rotary_tables(module, param, generator)
         if tables is None:
             return "no head_dim to build rotary tables for the probe"
         kwargs = {"position_embeddings": tables, "attention_mask": None}
     return _compare(module, fused, lambda: module(x, **kwargs))
+
+
+_probe_rotary_layer = functools.partial(_probe_layer, rotary=True)
 
 
 def _probe_post_norm(module: nn.Module, fused: type) -> str | None:

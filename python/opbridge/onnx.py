@@ -596,20 +596,44 @@ def batch_dynamic_shapes(args: tuple, model: Any = None) -> tuple | None:
     dimension; None when the first tensor is a scalar. With ``model``, the
     entries of a ``*args`` parameter of its ``forward`` are grouped as
     ``torch.export`` expects."""
-    import inspect
-
     from torch.utils import _pytree as pytree
 
     leaves = [leaf for leaf in pytree.tree_leaves(args) if isinstance(leaf, torch.Tensor)]
     if not leaves or leaves[0].dim() == 0:
         return None
-    batch = leaves[0].shape[0]
-    dim = torch.export.Dim("batch", min=1)
+    return dynamic_spec(args, model, batch=True, sequence=False)
+
+
+def dynamic_spec(args: tuple, model: Any = None, *, batch: bool, sequence: bool) -> Any:
+    """``dynamic_shapes`` for ``args``: with ``batch``, dimension 0 of every
+    tensor whose first dimension equals the first tensor's (one ``batch``
+    dimension, as ``export(dynamic_batch=True)`` makes it); with
+    ``sequence``, dimension 1 of every tensor of two or more dimensions
+    (tensors of the same length share one: ``sequence``, then
+    ``sequence_2``, ...). With ``model``, the entries of a ``*args``
+    parameter of its ``forward`` are grouped as ``torch.export`` expects."""
+    import inspect
+
+    from torch.utils import _pytree as pytree
+
+    tensors = [leaf for leaf in pytree.tree_leaves(args) if isinstance(leaf, torch.Tensor)]
+    first = tensors[0].shape[0] if tensors and tensors[0].dim() > 0 else None
+    batch_dim = torch.export.Dim("batch", min=1)
+    lengths: dict[int, Any] = {}
 
     def spec(leaf):
-        if isinstance(leaf, torch.Tensor) and leaf.dim() > 0 and leaf.shape[0] == batch:
-            return {0: dim}
-        return None
+        if not isinstance(leaf, torch.Tensor):
+            return None
+        dims = {}
+        if batch and first is not None and leaf.dim() > 0 and leaf.shape[0] == first:
+            dims[0] = batch_dim
+        if sequence and leaf.dim() >= 2:
+            length = int(leaf.shape[1])
+            if length not in lengths:
+                name = "sequence" if not lengths else f"sequence_{len(lengths) + 1}"
+                lengths[length] = torch.export.Dim(name, min=1)
+            dims[1] = lengths[length]
+        return dims or None
 
     specs = tuple(pytree.tree_map(spec, tuple(args)))
     forward = getattr(model, "forward", None)

@@ -4,7 +4,6 @@ run's state in one object."""
 
 from __future__ import annotations
 
-import inspect
 import math
 import warnings
 from collections.abc import Callable, Sequence
@@ -14,9 +13,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from torch.utils import _pytree as pytree
 
-from opbridge.onnx import METADATA_ROUTE_KEY, ROUTES
+from opbridge.onnx import METADATA_ROUTE_KEY, ROUTES, dynamic_spec
 from opbridge.onnx import export as export_onnx
 from opbridge.ort import InferenceSession, load_model
 from opbridge.verify import reference as against_reference
@@ -492,43 +490,6 @@ def _export(
             notes += f"; {what} did not export ({one_line(error)[:200]})"
     proto = export_onnx(model, args, dynamic_shapes=dynamic_shapes, **options)
     return proto, f"exported by route {route!r}{notes}"
-
-
-def dynamic_spec(args: tuple, model: Any = None, *, batch: bool, sequence: bool) -> Any:
-    """``dynamic_shapes`` for ``args``: with ``batch``, dimension 0 of every
-    tensor whose first dimension equals the first tensor's (one ``batch``
-    dimension, as ``opbridge.onnx.export(dynamic_batch=True)`` makes it);
-    with ``sequence``, dimension 1 of every tensor of two or more dimensions
-    (tensors of the same length share one: ``sequence``, then
-    ``sequence_2``, ...). With ``model``, the entries of a ``*args``
-    parameter of its ``forward`` are grouped as ``torch.export`` expects."""
-    tensors = leaves(args)
-    first = tensors[0].shape[0] if tensors and tensors[0].dim() > 0 else None
-    batch_dim = torch.export.Dim("batch", min=1)
-    lengths: dict[int, Any] = {}
-
-    def spec(leaf):
-        if not isinstance(leaf, torch.Tensor):
-            return None
-        dims = {}
-        if batch and first is not None and leaf.dim() > 0 and leaf.shape[0] == first:
-            dims[0] = batch_dim
-        if sequence and leaf.dim() >= 2:
-            length = int(leaf.shape[1])
-            if length not in lengths:
-                name = "sequence" if not lengths else f"sequence_{len(lengths) + 1}"
-                lengths[length] = torch.export.Dim(name, min=1)
-            dims[1] = lengths[length]
-        return dims or None
-
-    specs = tuple(pytree.tree_map(spec, tuple(args)))
-    forward = getattr(model, "forward", None)
-    if forward is not None:
-        params = list(inspect.signature(forward).parameters.values())
-        for i, param in enumerate(params):
-            if param.kind is inspect.Parameter.VAR_POSITIONAL:
-                return (*specs[:i], specs[i:])
-    return specs
 
 
 def _load_model(onnx_model: Any):
