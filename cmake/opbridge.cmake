@@ -13,6 +13,12 @@
 #     [INSTALL_DESTINATION <dir>]     install both libraries there
 #     [NO_TORCH] [NO_ORT])
 #
+# SOURCES may list CUDA kernels (kernel.cu). They are compiled only with
+# -DOPBRIDGE_CUDA=ON (for CMAKE_CUDA_ARCHITECTURES, default 80;90); their
+# OPBRIDGE_REGISTER_CUDA_KERNELS registrations then reach PyTorch (CUDA
+# tensors; needs a CUDA build of torch) and ONNX Runtime (the CUDA execution
+# provider). Without it the same library builds for the CPU alone.
+#
 # It makes three targets:
 #   <name>_core   the kernels, specs and opbridge's core (an OBJECT library);
 #   <name>_torch  a Python extension module that registers every spec with
@@ -32,6 +38,22 @@ if(OPBRIDGE_WERROR)
   list(APPEND OPBRIDGE_COMPILE_WARNINGS -Werror)
 endif()
 
+option(OPBRIDGE_CUDA "Compile the operators' CUDA kernels (.cu sources) and register them with both runtimes" OFF)
+if(OPBRIDGE_CUDA)
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 80 90)
+  endif()
+  if(NOT CMAKE_CUDA_COMPILER AND CUDA_TOOLKIT_ROOT_DIR AND EXISTS "${CUDA_TOOLKIT_ROOT_DIR}/bin/nvcc")
+    set(CMAKE_CUDA_COMPILER "${CUDA_TOOLKIT_ROOT_DIR}/bin/nvcc")
+  endif()
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  set(OPBRIDGE_CUDA_FLAGS -O3 --expt-relaxed-constexpr -Xcompiler=-Wall,-Wextra)
+  if(OPBRIDGE_WERROR)
+    list(APPEND OPBRIDGE_CUDA_FLAGS -Werror=all-warnings -Xcompiler=-Werror)
+  endif()
+endif()
+
 # torch and the Python development files, once per project.
 macro(_opbridge_find_torch)
   if(NOT TARGET torch)
@@ -44,6 +66,9 @@ macro(_opbridge_find_torch)
     execute_process(
       COMMAND "${Python3_EXECUTABLE}" -c "import torch; print(torch.__version__)"
       OUTPUT_VARIABLE OPBRIDGE_TORCH_VERSION OUTPUT_STRIP_TRAILING_WHITESPACE COMMAND_ERROR_IS_FATAL ANY)
+    execute_process(
+      COMMAND "${Python3_EXECUTABLE}" -c "import torch; print(torch.version.cuda or '')"
+      OUTPUT_VARIABLE OPBRIDGE_TORCH_CUDA OUTPUT_STRIP_TRAILING_WHITESPACE COMMAND_ERROR_IS_FATAL ANY)
     # at::parallel_for is inline: without OpenMP in the extension it runs on
     # one thread. Compile its pragmas and link the libgomp that torch ships,
     # so kernels share torch's intra-op pool instead of starting a second one.
@@ -97,9 +122,13 @@ function(opbridge_add_operator_library name)
   find_package(hwy REQUIRED)
 
   # Kernels, specs and the core, compiled once with the library's identity.
-  add_library(${name}_core OBJECT ${ARG_SOURCES} ${_sdk_core})
+  set(_sources ${ARG_SOURCES})
+  if(NOT OPBRIDGE_CUDA)
+    list(FILTER _sources EXCLUDE REGEX "\\.cu$")
+  endif()
+  add_library(${name}_core OBJECT ${_sources} ${_sdk_core})
   set_target_properties(${name}_core PROPERTIES POSITION_INDEPENDENT_CODE ON CXX_VISIBILITY_PRESET hidden
-                                                VISIBILITY_INLINES_HIDDEN ON)
+                                                CUDA_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
   target_compile_features(${name}_core PUBLIC cxx_std_17)
   target_include_directories(${name}_core PUBLIC "${OPBRIDGE_SDK_CSRC}" "${CMAKE_CURRENT_SOURCE_DIR}"
                                                  ${ARG_INCLUDE_DIRECTORIES})
@@ -108,8 +137,14 @@ function(opbridge_add_operator_library name)
     PUBLIC OPBRIDGE_VERSION="${OPBRIDGE_SDK_VERSION}" OPBRIDGE_LIBRARY_NAME="${name}"
            OPBRIDGE_TORCH_NAMESPACE="${ARG_TORCH_NAMESPACE}" OPBRIDGE_ONNX_DOMAIN="${ARG_ONNX_DOMAIN}"
            OPBRIDGE_DOMAIN_VERSION=${ARG_DOMAIN_VERSION} OPBRIDGE_LIBRARY_VERSION="${ARG_VERSION}")
-  target_compile_options(${name}_core PRIVATE ${OPBRIDGE_COMPILE_WARNINGS})
+  target_compile_options(${name}_core PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${OPBRIDGE_COMPILE_WARNINGS}>")
   target_link_libraries(${name}_core PUBLIC hwy::hwy)
+  if(OPBRIDGE_CUDA)
+    target_compile_features(${name}_core PUBLIC cuda_std_17)
+    target_compile_options(${name}_core PRIVATE "$<$<COMPILE_LANGUAGE:CUDA>:${OPBRIDGE_CUDA_FLAGS}>")
+    target_compile_definitions(${name}_core PUBLIC OPBRIDGE_WITH_CUDA=1)
+    target_link_libraries(${name}_core PUBLIC CUDA::cudart)
+  endif()
 
   set(_installed)
   if(NOT ARG_NO_ORT)
@@ -130,6 +165,10 @@ function(opbridge_add_operator_library name)
 
   if(NOT ARG_NO_TORCH)
     _opbridge_find_torch()
+    if(OPBRIDGE_CUDA AND NOT OPBRIDGE_TORCH_CUDA)
+      message(FATAL_ERROR "OPBRIDGE_CUDA=ON needs a CUDA build of torch for the PyTorch extension; torch "
+                          "${OPBRIDGE_TORCH_VERSION} has no CUDA (or build with NO_TORCH)")
+    endif()
     Python3_add_library(${name}_torch MODULE WITH_SOABI ${_sdk_torch} $<TARGET_OBJECTS:${name}_core>)
     set_target_properties(${name}_torch PROPERTIES OUTPUT_NAME "${ARG_TORCH_MODULE_NAME}" CXX_VISIBILITY_PRESET hidden
                                                    VISIBILITY_INLINES_HIDDEN ON)

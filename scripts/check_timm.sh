@@ -5,7 +5,12 @@
 # here), while the main environment pins torch 2.13.0. So this environment
 # pins torch 2.14.1 + torchvision 0.29.1 + timm (requirements-timm.txt),
 # builds opbridge against that torch, and runs tests/timm there. It doubles
-# as a check that opbridge builds and runs on the next torch release.
+# as a check that opbridge builds and runs on the next torch release, and,
+# since that torch is a CUDA build, as the CUDA build's check: opbridge is
+# built here with OPBRIDGE_CUDA=ON (every kernel.cu compiled by the machine's
+# nvcc for sm_80 and sm_90, the PyTorch adapter's CUDA dispatch and the ONNX
+# Runtime library's CUDA execution-provider ops compiled and linked), and
+# tests/timm/test_cuda_build.py checks what can be checked without a GPU.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -41,6 +46,7 @@ if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$want" ]]; then
   log "building opbridge against $("$VENV/bin/python" -c 'import torch; print("torch", torch.__version__)')"
   "$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps --force-reinstall . \
     -Cbuild-dir="$BUILD" -Ccmake.define.CUDA_TOOLKIT_ROOT_DIR="$cuda_root" \
+    -Ccmake.define.CMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc" -Ccmake.define.OPBRIDGE_CUDA=ON \
     -Ccmake.define.OPBRIDGE_WERROR=ON
   mkdir -p "$(dirname "$STAMP")"
   echo "$want" >"$STAMP"

@@ -63,6 +63,8 @@ def test_operator_of_another_library_by_import(registry, tmp_path, capsys):
     assert all(set(r) >= KEYS for r in results)
     assert {r["op"] for r in results} == {"myops::shifted_relu", "scaled_clamp"}
     user = [r for r in results if r["op"] == "myops::shifted_relu"]
+    # A torch.library op of its own, not built by opbridge: no out= form.
+    assert "opbridge_torch_out" not in {r["impl"] for r in user}
     assert {r["impl"] for r in user if r["pass"] == "fwd"} >= {
         "opbridge_torch",
         "torch_composite",

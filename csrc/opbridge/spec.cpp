@@ -79,6 +79,26 @@ std::string OpSpec::TorchSchema() const {
   return schema;
 }
 
+std::vector<std::string> OpSpec::OutArgumentNames() const {
+  if (outputs.size() == 1) return {"out"};
+  return std::vector<std::string>(outputs.begin(), outputs.end());
+}
+
+std::string OpSpec::TorchOutSchema() const {
+  const std::string schema = TorchSchema();
+  const size_t open = schema.find('(');
+  const size_t close = schema.rfind(") -> ");
+  std::string result = std::string(name) + ".out(" + schema.substr(open + 1, close - open - 1) + ", *";
+  std::string returns;
+  const std::vector<std::string> names = OutArgumentNames();
+  for (size_t i = 0; i < names.size(); ++i) {
+    const std::string alias = "Tensor(" + std::string(1, static_cast<char>('a' + i)) + "!)";
+    result += ", " + alias + " " + names[i];
+    returns += (i ? ", " : "") + alias;
+  }
+  return result + ") -> " + (names.size() == 1 ? returns : "(" + returns + ")");
+}
+
 Status InferWithAttrs(const OpSpec& spec, const std::vector<TensorInfo>& inputs,
                       const std::vector<AttrValue>& attrs, std::vector<TensorInfo>* outputs) {
   if (spec.infer_attrs != nullptr) return spec.infer_attrs(inputs, attrs, outputs);

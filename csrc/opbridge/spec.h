@@ -3,7 +3,9 @@
 // registration are all derived from an OpSpec, so they cannot drift apart.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -12,7 +14,18 @@
 #include "opbridge/parallel.h"
 #include "opbridge/status.h"
 
+// cudaStream_t, without CUDA's headers: the CUDA runtime declares it as
+// `typedef struct CUstream_st* cudaStream_t`.
+struct CUstream_st;
+
 namespace opbridge {
+
+using CudaStream = CUstream_st*;
+
+// Device memory for a CUDA launch's scratch space: `bytes` bytes that stay
+// valid for the work the launch enqueues on its stream; null on failure. The
+// adapter owns it (PyTorch's caching allocator, ONNX Runtime's CUDA allocator).
+using ScratchFn = std::function<void*(size_t bytes)>;
 
 enum class AttrType { kFloat, kInt, kBool, kString, kFloats };
 
@@ -67,7 +80,11 @@ struct KernelArgs {
   std::vector<void*> outputs;
   std::vector<TensorInfo> output_infos;
   std::vector<AttrValue> attrs;  // in spec order
-  ParallelFor parallel_for;
+  ParallelFor parallel_for;      // CPU launches
+  // CUDA launches (opbridge/cuda.h): pointers are device pointers on the
+  // current device, work goes on `stream`, scratch memory comes from `scratch`.
+  CudaStream stream = nullptr;
+  ScratchFn scratch;
 };
 using LaunchFn = Status (*)(const KernelArgs& args);
 
@@ -143,6 +160,11 @@ struct OpSpec {
   //  -> (Tensor, Tensor, Tensor)"; empty without a backward.
   std::string BackwardName() const;
   std::string BackwardSchema() const;
+  // "rms_norm.out(Tensor x, ..., float eps=1e-06, *, Tensor(a!) out) -> Tensor(a!)":
+  // the same call writing into given tensors (PyTorch's out= convention); the
+  // out arguments are named `out` for one output, else the spec's output names.
+  std::string TorchOutSchema() const;
+  std::vector<std::string> OutArgumentNames() const;
   // "opbridge::RmsNorm": the ONNX domain and op type, used in messages.
   std::string QualifiedName() const;
   // "opbridge::rms_norm": the PyTorch namespace and op name.

@@ -9,6 +9,13 @@
 // optionality, attribute names and types in one place, and every callback
 // returns an OrtStatus instead of throwing.
 //
+// In a CUDA build (OPBRIDGE_CUDA), every op with CUDA kernels (opbridge/cuda.h)
+// is registered a second time for the CUDA execution provider: the same spec,
+// shape rule and attribute handling, with the CUDA launch function running on
+// the kernel context's GPU compute stream and scratch memory from the
+// session's CUDA allocator. That path is compiled in CI but has not run
+// against onnxruntime-gpu (see README).
+//
 // One build serves every ONNX Runtime release from the floor (kOrtApiFloor in
 // opbridge/version.h, which says why) up: the library asks for the floor's C
 // API version, declares its ops with a version no newer than the floor, and
@@ -29,6 +36,7 @@
 #include <vector>
 
 #include "opbridge/checks.h"
+#include "opbridge/cuda.h"
 #include "opbridge/runtime_checks.h"
 #include "opbridge/spec.h"
 #include "opbridge/version.h"
@@ -112,13 +120,17 @@ struct SpecKernel {
   const OpSpec* spec;
   std::string node_name;
   std::vector<AttrValue> attrs;  // read once, at kernel creation
+  LaunchFn launch;               // the CPU kernel, or the CUDA one
+  bool cuda;
 };
 
 struct SpecOp : OrtCustomOp {
   const OpSpec* spec;
+  const CudaKernels* cuda;  // null: the CPU execution provider's op
 };
 
 const OpSpec& SpecOf(const OrtCustomOp* op) { return *static_cast<const SpecOp*>(op)->spec; }
+const CudaKernels* CudaOf(const OrtCustomOp* op) { return static_cast<const SpecOp*>(op)->cuda; }
 
 std::string NodeName(const OrtKernelInfo* info) {
   size_t size = 0;
@@ -294,6 +306,8 @@ OrtStatus* ORT_API_CALL CreateKernel(const OrtCustomOp* op, const OrtApi* /*api*
   return Guarded(spec, [&]() -> OrtStatus* {
     auto state = std::make_unique<SpecKernel>();
     state->spec = &spec;
+    state->cuda = CudaOf(op) != nullptr;
+    state->launch = state->cuda ? CudaOf(op)->forward : spec.forward;
     state->node_name = NodeName(info);
     size_t input_count = 0;
     if (OrtStatus* s = g_api->KernelInfo_GetInputCount(info, &input_count)) return s;
@@ -365,12 +379,47 @@ ParallelFor MakeParallelFor(const OrtKernelContext* context) {
   };
 }
 
+// Scratch memory for a CUDA launch from the session's allocator for the
+// inputs' device, released when the call returns (ONNX Runtime's CUDA
+// kernels run in order on the compute stream, as the launch's work does).
+class CudaScratch {
+ public:
+  CudaScratch(OrtKernelContext* context, int device) : context_(context), device_(device) {}
+  CudaScratch(const CudaScratch&) = delete;
+  CudaScratch& operator=(const CudaScratch&) = delete;
+  ~CudaScratch() {
+    for (void* block : blocks_) allocator_->Free(allocator_, block);
+    if (allocator_ != nullptr) g_api->ReleaseAllocator(allocator_);
+  }
+
+  void* Allocate(size_t bytes) {
+    if (allocator_ == nullptr) {
+      Ort::MemoryInfo info("Cuda", OrtArenaAllocator, device_, OrtMemTypeDefault);
+      if (OrtStatus* s = g_api->KernelContext_GetAllocator(context_, info, &allocator_)) {
+        g_api->ReleaseStatus(s);
+        allocator_ = nullptr;
+        return nullptr;
+      }
+    }
+    void* block = allocator_->Alloc(allocator_, bytes);
+    if (block != nullptr) blocks_.push_back(block);
+    return block;
+  }
+
+ private:
+  OrtKernelContext* context_;
+  int device_;
+  OrtAllocator* allocator_ = nullptr;
+  std::vector<void*> blocks_;
+};
+
 OrtStatus* ORT_API_CALL Compute(void* kernel_state, OrtKernelContext* context) noexcept {
   const SpecKernel& kernel = *static_cast<const SpecKernel*>(kernel_state);
   const OpSpec& spec = *kernel.spec;
   return Guarded(spec, [&]() -> OrtStatus* {
     Ort::KernelContext ctx(context);
     KernelArgs args;
+    int device = 0;
     const size_t input_count = ctx.GetInputCount();
     for (size_t i = 0; i < spec.inputs.size(); ++i) {
       TensorInfo info;
@@ -383,6 +432,7 @@ OrtStatus* ORT_API_CALL Compute(void* kernel_state, OrtKernelContext* context) n
         info.dtype = DtypeName(type_shape.GetElementType());
         info.shape = type_shape.GetShape();
         data = value.GetTensorRawData();
+        if (kernel.cuda) device = value.GetTensorMemoryInfo().GetDeviceId();
       }
       args.inputs.push_back(data);
       args.input_infos.push_back(std::move(info));
@@ -395,12 +445,20 @@ OrtStatus* ORT_API_CALL Compute(void* kernel_state, OrtKernelContext* context) n
       args.outputs.push_back(output.GetTensorMutableRawData());
     }
     args.attrs = kernel.attrs;
-    args.parallel_for = MakeParallelFor(context);
-    if (RuntimeChecksEnabled()) {
+    CudaScratch scratch(context, device);
+    if (kernel.cuda) {
+      args.stream = static_cast<CudaStream>(ctx.GetGPUComputeStream());
+      args.scratch = [&scratch](size_t bytes) { return scratch.Allocate(bytes); };
+    } else {
+      args.parallel_for = MakeParallelFor(context);
+    }
+    // OPBRIDGE_CHECK reads the data: CPU kernels only (device memory is not
+    // readable from here).
+    if (RuntimeChecksEnabled() && !kernel.cuda) {
       status = ValidateKernelArgs(spec, args);
       if (!status.ok()) return MakeStatus(status.message() + NodeSuffix(kernel.node_name));
     }
-    status = spec.forward(args);
+    status = kernel.launch(args);
     if (!status.ok()) return MakeStatus(status.message() + NodeSuffix(kernel.node_name));
     return nullptr;
   });
@@ -553,15 +611,18 @@ OrtStatus* ORT_API_CALL InferOutputShape(const OrtCustomOp* op, OrtShapeInferCon
   });
 }
 
-std::unique_ptr<SpecOp> MakeOp(const OpSpec& spec) {
+std::unique_ptr<SpecOp> MakeOp(const OpSpec& spec, const CudaKernels* cuda) {
   auto op = std::make_unique<SpecOp>();
   std::memset(static_cast<OrtCustomOp*>(op.get()), 0, sizeof(OrtCustomOp));
   op->spec = &spec;
+  op->cuda = cuda;
   // ONNX Runtime reads only the fields that existed at op->version: no newer
   // than the headers (the struct has no fields past them) nor than the floor.
   op->version = std::min<uint32_t>(kOrtApiFloor, ORT_API_VERSION);
   op->GetName = [](const OrtCustomOp* self) { return SpecOf(self).onnx_type; };
-  op->GetExecutionProviderType = [](const OrtCustomOp*) { return "CPUExecutionProvider"; };
+  op->GetExecutionProviderType = [](const OrtCustomOp* self) {
+    return CudaOf(self) != nullptr ? "CUDAExecutionProvider" : "CPUExecutionProvider";
+  };
   op->GetInputTypeCount = [](const OrtCustomOp* self) { return SpecOf(self).inputs.size(); };
   op->GetOutputTypeCount = [](const OrtCustomOp* self) { return SpecOf(self).outputs.size(); };
   // Dtypes are checked by the spec's shape rule, which names the argument.
@@ -641,7 +702,12 @@ RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
       // One domain serves every session: sessions only keep a pointer to it.
       library.domain = Ort::CustomOpDomain(ThisLibrary().onnx_domain);
       for (const OpSpec* spec : AllSpecs()) {
-        library.ops.push_back(MakeOp(*spec));
+        library.ops.push_back(MakeOp(*spec, nullptr));
+        library.domain.Add(library.ops.back().get());
+      }
+      // A CUDA build: the same ops for the CUDA execution provider.
+      for (const OpSpec* spec : CudaSpecs()) {
+        library.ops.push_back(MakeOp(*spec, FindCudaKernels(*spec)));
         library.domain.Add(library.ops.back().get());
       }
     }

@@ -17,6 +17,17 @@ TEST(Spec, TorchSchemasComeFromTheSpec) {
             "scaled_clamp(Tensor x, float scale, float min_val=0.0, float max_val=6.0) -> Tensor");
 }
 
+TEST(Spec, OutSchemasComeFromTheSpec) {
+  EXPECT_EQ(FindSpec("rms_norm")->TorchOutSchema(),
+            "rms_norm.out(Tensor x, Tensor weight, Tensor? bias=None, float eps=1e-06, *, Tensor(a!) out) -> "
+            "Tensor(a!)");
+  // Several outputs: one out argument per output, named as in the spec.
+  EXPECT_EQ(
+      FindSpec("add_rms_norm")->TorchOutSchema(),
+      "add_rms_norm.out(Tensor x, Tensor residual, Tensor weight, Tensor? bias=None, float eps=1e-06, *, "
+      "Tensor(a!) out, Tensor(b!) residual_out) -> (Tensor(a!), Tensor(b!))");
+}
+
 TEST(Spec, BackwardSchemasComeFromTheSpec) {
   EXPECT_EQ(FindSpec("rms_norm")->BackwardSchema(),
             "rms_norm_backward(Tensor grad_y, Tensor x, Tensor weight, float eps, bool[3] output_mask) -> "

@@ -10,7 +10,13 @@
 #include <memory>
 #include <mutex>
 
+#ifdef OPBRIDGE_WITH_CUDA
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
 #include "opbridge/checks.h"
+#include "opbridge/cuda.h"
 #include "opbridge/runtime_checks.h"
 
 namespace opbridge::torch_adapter {
@@ -150,24 +156,104 @@ std::vector<TensorInfo> InfosOf(const std::vector<std::optional<at::Tensor>>& te
   return infos;
 }
 
-// Contiguous copies (where needed) of the tensors a kernel reads.
+// Where a kernel runs: the CPU (torch's parallel-for) or a CUDA device (its
+// current stream, with scratch from torch's caching allocator).
+enum class Device { kCpu, kCuda };
+
+std::vector<const char*> ForwardNames(const OpSpec& spec) {
+  std::vector<const char*> names;
+  for (const InputSpec& input : spec.inputs) names.push_back(input.name);
+  return names;
+}
+
+std::vector<const char*> BackwardNames(const OpSpec& spec) {
+  std::vector<const char*> names;
+  for (const BackwardInput& input : spec.backward.inputs) names.push_back(input.name);
+  return names;
+}
+
+// Contiguous copies (where needed) of the tensors a kernel reads, after
+// checking that all of them are on the kernel's device (one CUDA device for
+// a CUDA kernel: the dispatcher picks CUDA when any one tensor is on CUDA).
 struct KernelInputs {
   std::vector<at::Tensor> keep;
   std::vector<const void*> pointers;
 
-  KernelInputs(const OpSpec& spec, const std::vector<std::optional<at::Tensor>>& tensors) {
+  KernelInputs(const OpSpec& spec, const std::vector<const char*>& names,
+               const std::vector<std::optional<at::Tensor>>& tensors, Device device) {
     keep.reserve(tensors.size());
     pointers.reserve(tensors.size());
-    for (const auto& tensor : tensors) {
+    std::optional<size_t> first;
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      const auto& tensor = tensors[i];
       if (tensor.has_value() && tensor->defined()) {
-        TORCH_CHECK(tensor->device().is_cpu(), spec.TorchName(), ": expected CPU tensors, got ",
-                    tensor->device());
+        const c10::Device where = tensor->device();
+        if (device == Device::kCpu) {
+          TORCH_CHECK(where.is_cpu(), spec.TorchName(), ": argument '", names.at(i),
+                      "' must be a CPU tensor, got one on ", where);
+        } else if (first.has_value()) {
+          TORCH_CHECK(where == tensors[*first]->device(), spec.TorchName(), ": argument '", names.at(i),
+                      "' must be on ", tensors[*first]->device(), " like argument '", names.at(*first),
+                      "', got ", where);
+        } else {
+          TORCH_CHECK(where.is_cuda(), spec.TorchName(), ": argument '", names.at(i),
+                      "' must be on the CUDA device of the other tensors, got ", where);
+          first = i;
+        }
         keep.push_back(tensor->contiguous());
         pointers.push_back(keep.back().const_data_ptr());
       } else {
         keep.emplace_back();
         pointers.push_back(nullptr);
       }
+    }
+  }
+};
+
+// What a launch needs besides its tensors: torch's parallel-for on the CPU;
+// on CUDA a device guard, the device's current stream and scratch memory
+// from the caching allocator (stream-ordered, so releasing it when the call
+// returns is safe for the work still queued).
+class LaunchContext {
+ public:
+  LaunchContext(Device device, const at::TensorOptions& options, KernelArgs* args) : options_(options) {
+    if (device == Device::kCpu) {
+      args->parallel_for = TorchParallelFor();
+      return;
+    }
+#ifdef OPBRIDGE_WITH_CUDA
+    guard_.emplace(options.device());
+    args->stream = c10::cuda::getCurrentCUDAStream(options.device().index()).stream();
+    args->scratch = [this](size_t bytes) -> void* {
+      scratch_.push_back(at::empty({static_cast<int64_t>(bytes)}, options_.dtype(at::kByte)));
+      return scratch_.back().mutable_data_ptr();
+    };
+#else
+    TORCH_CHECK(false, "opbridge: this library was built without CUDA");
+#endif
+  }
+
+ private:
+  at::TensorOptions options_;
+  std::vector<at::Tensor> scratch_;
+#ifdef OPBRIDGE_WITH_CUDA
+  std::optional<c10::cuda::CUDAGuard> guard_;
+#endif
+};
+
+// The host view of a kernel's inputs for the opt-in runtime checks, which
+// read the data: the inputs themselves on the CPU, host copies on CUDA.
+struct HostInputs {
+  std::vector<at::Tensor> copies;
+  std::vector<const void*> pointers;
+
+  HostInputs(const KernelInputs& inputs, Device device) : pointers(inputs.pointers) {
+    if (device == Device::kCpu) return;
+    copies.reserve(inputs.keep.size());
+    for (size_t i = 0; i < inputs.keep.size(); ++i) {
+      if (!inputs.keep[i].defined()) continue;
+      copies.push_back(inputs.keep[i].cpu());
+      pointers[i] = copies.back().const_data_ptr();
     }
   }
 };
@@ -190,9 +276,10 @@ std::vector<std::optional<at::Tensor>> PopTensors(Stack* stack, size_t count, si
 
 // ------------------------------------------------------------------ forward
 
-class ForwardCpu final : public c10::OperatorKernel {
+class ForwardKernel final : public c10::OperatorKernel {
  public:
-  explicit ForwardCpu(const OpSpec& spec) : spec_(spec) {}
+  ForwardKernel(const OpSpec& spec, LaunchFn launch, Device device)
+      : spec_(spec), launch_(launch), device_(device) {}
 
   void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, Stack* stack) {
     const size_t n_inputs = spec_.inputs.size();
@@ -203,23 +290,30 @@ class ForwardCpu final : public c10::OperatorKernel {
     torch::jit::drop(*stack, n_inputs + n_attrs);
     args.input_infos = InfosOf(inputs, false);
     ThrowIfError(InferWithAttrs(spec_, args.input_infos, args.attrs, &args.output_infos));
-    const KernelInputs contiguous(spec_, inputs);
+    const KernelInputs contiguous(spec_, ForwardNames(spec_), inputs, device_);
     args.inputs = contiguous.pointers;
     const at::TensorOptions options = OptionsOf(inputs);
+    LaunchContext context(device_, options, &args);
     std::vector<at::Tensor> outputs;
     outputs.reserve(args.output_infos.size());
     for (const TensorInfo& info : args.output_infos) {
       outputs.push_back(at::empty(info.shape, options.dtype(ScalarTypeOf(info.dtype))));
       args.outputs.push_back(outputs.back().mutable_data_ptr());
     }
-    args.parallel_for = TorchParallelFor();
-    if (RuntimeChecksEnabled()) ThrowIfError(ValidateKernelArgs(spec_, args));
-    ThrowIfError(spec_.forward(args));
+    if (RuntimeChecksEnabled()) {
+      const HostInputs host(contiguous, device_);
+      KernelArgs checked = args;
+      checked.inputs = host.pointers;
+      ThrowIfError(ValidateKernelArgs(spec_, checked));
+    }
+    ThrowIfError(launch_(args));
     for (at::Tensor& output : outputs) stack->emplace_back(std::move(output));
   }
 
  private:
   const OpSpec& spec_;
+  LaunchFn launch_;
+  Device device_;
 };
 
 class ForwardMeta final : public c10::OperatorKernel {
@@ -238,6 +332,138 @@ class ForwardMeta final : public c10::OperatorKernel {
     for (const TensorInfo& out : outputs) {
       stack->emplace_back(
           at::empty_symint(SymSizes(spec_, out.shape, inputs), options.dtype(ScalarTypeOf(out.dtype))));
+    }
+  }
+
+ private:
+  const OpSpec& spec_;
+};
+
+// ------------------------------------------------------------ out= forms
+
+// The out= form's tensors: the spec's inputs, attributes, then one out
+// tensor per output (the stack's last values).
+struct OutCall {
+  std::vector<std::optional<at::Tensor>> inputs;
+  std::vector<AttrValue> attrs;
+  std::vector<at::Tensor> outs;
+};
+
+OutCall PopOutCall(const OpSpec& spec, Stack* stack) {
+  const size_t n_inputs = spec.inputs.size();
+  const size_t n_attrs = spec.attrs.size();
+  const size_t n_outs = spec.outputs.size();
+  OutCall call;
+  call.inputs = PopTensors(stack, n_inputs, n_attrs + n_outs);
+  call.attrs = AttrsOf(spec, torch::jit::last(*stack, n_attrs + n_outs));
+  for (const c10::IValue& value : torch::jit::last(*stack, n_outs)) call.outs.push_back(value.toTensor());
+  torch::jit::drop(*stack, n_inputs + n_attrs + n_outs);
+  return call;
+}
+
+// Checks each out tensor's dtype and device against the inferred output and
+// resizes it to the output's shape (PyTorch's out= convention).
+void PrepareOuts(const OpSpec& spec, const std::vector<TensorInfo>& infos, const at::TensorOptions& options,
+                 std::vector<at::Tensor>* outs) {
+  const std::vector<std::string> names = spec.OutArgumentNames();
+  for (size_t k = 0; k < outs->size(); ++k) {
+    at::Tensor& out = (*outs)[k];
+    const TensorInfo& info = infos[k];
+    TORCH_CHECK(out.scalar_type() == ScalarTypeOf(info.dtype), spec.TorchName(), ".out: argument '", names[k],
+                "' must be ", info.dtype, ", got ", DtypeName(out.scalar_type()));
+    TORCH_CHECK(out.device() == options.device(), spec.TorchName(), ".out: argument '", names[k],
+                "' must be on ", options.device(), " like the inputs, got ", out.device());
+  }
+}
+
+class ForwardOutKernel final : public c10::OperatorKernel {
+ public:
+  ForwardOutKernel(const OpSpec& spec, LaunchFn launch, Device device)
+      : spec_(spec), launch_(launch), device_(device) {}
+
+  void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, Stack* stack) {
+    OutCall call = PopOutCall(spec_, stack);
+    KernelArgs args;
+    args.attrs = call.attrs;
+    args.input_infos = InfosOf(call.inputs, false);
+    ThrowIfError(InferWithAttrs(spec_, args.input_infos, args.attrs, &args.output_infos));
+    const KernelInputs contiguous(spec_, ForwardNames(spec_), call.inputs, device_);
+    args.inputs = contiguous.pointers;
+    const at::TensorOptions options = OptionsOf(call.inputs);
+    PrepareOuts(spec_, args.output_infos, options, &call.outs);
+    LaunchContext context(device_, options, &args);
+    // The kernel writes into each out tensor directly when it is contiguous
+    // and shares no memory with an input; else into a temporary, copied over.
+    std::vector<at::Tensor> targets;
+    for (size_t k = 0; k < call.outs.size(); ++k) {
+      at::Tensor& out = call.outs[k];
+      const Shape& shape = args.output_infos[k].shape;
+      if (out.sizes() != c10::IntArrayRef(shape)) out.resize_(shape);
+      bool direct = out.is_contiguous();
+      for (const at::Tensor& input : contiguous.keep)
+        direct = direct && !(input.defined() && input.is_alias_of(out));
+      for (size_t j = 0; j < k; ++j) direct = direct && !call.outs[j].is_alias_of(out);
+      targets.push_back(direct ? out : at::empty(shape, out.options()));
+      args.outputs.push_back(targets.back().mutable_data_ptr());
+    }
+    if (RuntimeChecksEnabled()) {
+      const HostInputs host(contiguous, device_);
+      KernelArgs checked = args;
+      checked.inputs = host.pointers;
+      ThrowIfError(ValidateKernelArgs(spec_, checked));
+    }
+    ThrowIfError(launch_(args));
+    for (size_t k = 0; k < call.outs.size(); ++k) {
+      if (!targets[k].is_same(call.outs[k])) call.outs[k].copy_(targets[k]);
+      stack->emplace_back(call.outs[k]);
+    }
+  }
+
+ private:
+  const OpSpec& spec_;
+  LaunchFn launch_;
+  Device device_;
+};
+
+class ForwardOutMeta final : public c10::OperatorKernel {
+ public:
+  explicit ForwardOutMeta(const OpSpec& spec) : spec_(spec) {}
+
+  void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, Stack* stack) {
+    OutCall call = PopOutCall(spec_, stack);
+    std::vector<TensorInfo> outputs;
+    ThrowIfError(InferWithAttrs(spec_, InfosOf(call.inputs, true), call.attrs, &outputs));
+    PrepareOuts(spec_, outputs, OptionsOf(call.inputs), &call.outs);
+    for (size_t k = 0; k < call.outs.size(); ++k) {
+      call.outs[k].resize__symint(SymSizes(spec_, outputs[k].shape, call.inputs));
+      stack->emplace_back(call.outs[k]);
+    }
+  }
+
+ private:
+  const OpSpec& spec_;
+};
+
+// out= forms are not differentiable (as PyTorch's own); the out tensors'
+// version counters move, so autograd notices a saved tensor overwritten.
+class ForwardOutAutograd final : public c10::OperatorKernel {
+ public:
+  explicit ForwardOutAutograd(const OpSpec& spec) : spec_(spec) {}
+
+  void operator()(const c10::OperatorHandle& op, c10::DispatchKeySet keys, Stack* stack) {
+    const size_t n_outs = spec_.outputs.size();
+    const size_t n_args = spec_.inputs.size() + spec_.attrs.size() + n_outs;
+    if (at::GradMode::is_enabled()) {
+      const auto args = torch::jit::last(*stack, n_args);
+      for (size_t i = 0; i < spec_.inputs.size(); ++i) {
+        TORCH_CHECK(!(args[i].isTensor() && args[i].toTensor().requires_grad()), spec_.TorchName(),
+                    ".out: the out= form does not support automatic differentiation, but argument '",
+                    spec_.inputs[i].name, "' requires grad (call it without out=, or under torch.no_grad())");
+      }
+    }
+    op.redispatchBoxed(keys & c10::after_autograd_keyset, stack);
+    for (const c10::IValue& value : torch::jit::last(*stack, n_outs)) {
+      torch::autograd::impl::bump_version(value.toTensor());
     }
   }
 
@@ -304,9 +530,10 @@ BackwardCall PopBackwardCall(const OpSpec& spec, Stack* stack) {
   return call;
 }
 
-class BackwardCpu final : public c10::OperatorKernel {
+class BackwardKernel final : public c10::OperatorKernel {
  public:
-  explicit BackwardCpu(const OpSpec& spec) : spec_(spec) {}
+  BackwardKernel(const OpSpec& spec, LaunchFn launch, Device device)
+      : spec_(spec), launch_(launch), device_(device) {}
 
   void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, Stack* stack) {
     const BackwardCall call = PopBackwardCall(spec_, stack);
@@ -314,9 +541,10 @@ class BackwardCpu final : public c10::OperatorKernel {
     args.attrs = call.attrs;
     args.input_infos = InfosOf(call.inputs, false);
     args.output_infos = InferBackward(spec_, args.input_infos, args.attrs);
-    const KernelInputs contiguous(spec_, call.inputs);
+    const KernelInputs contiguous(spec_, BackwardNames(spec_), call.inputs, device_);
     args.inputs = contiguous.pointers;
     const at::TensorOptions options = OptionsOf(call.inputs);
+    LaunchContext context(device_, options, &args);
     std::vector<at::Tensor> outputs;
     for (size_t o = 0; o < args.output_infos.size(); ++o) {
       const TensorInfo& info = args.output_infos[o];
@@ -324,23 +552,25 @@ class BackwardCpu final : public c10::OperatorKernel {
       outputs.push_back(call.wanted[o] ? at::empty(info.shape, typed) : at::empty({0}, typed));
       args.outputs.push_back(call.wanted[o] ? outputs.back().mutable_data_ptr() : nullptr);
     }
-    args.parallel_for = TorchParallelFor();
     if (RuntimeChecksEnabled()) {
+      const HostInputs host(contiguous, device_);
       for (size_t i = 0; i < args.inputs.size(); ++i) {
         if (!args.input_infos[i].present) continue;
         ThrowIfError(
-            CheckFiniteTensor(spec_, spec_.backward.inputs[i].name, args.input_infos[i], args.inputs[i]));
+            CheckFiniteTensor(spec_, spec_.backward.inputs[i].name, args.input_infos[i], host.pointers[i]));
       }
       for (size_t a = 0; a < args.attrs.size(); ++a) {
         ThrowIfError(CheckAttributeValue(spec_, spec_.attrs[a].name, args.attrs[a]));
       }
     }
-    ThrowIfError(spec_.backward.launch(args));
+    ThrowIfError(launch_(args));
     for (at::Tensor& output : outputs) stack->emplace_back(std::move(output));
   }
 
  private:
   const OpSpec& spec_;
+  LaunchFn launch_;
+  Device device_;
 };
 
 class BackwardMeta final : public c10::OperatorKernel {
@@ -558,36 +788,43 @@ class BackwardAutograd final : public c10::OperatorKernel {
 
 // ------------------------------------------------------------- registration
 
-template <typename Kernel>
-torch::CppFunction Boxed(const OpSpec& spec) {
-  return torch::CppFunction::makeFromBoxedFunctor(std::make_unique<Kernel>(spec));
+template <typename Kernel, typename... Args>
+torch::CppFunction Boxed(const OpSpec& spec, Args... args) {
+  return torch::CppFunction::makeFromBoxedFunctor(std::make_unique<Kernel>(spec, args...));
+}
+
+// torch::Library objects unregister on destruction: they live as long as the
+// library is loaded.
+torch::Library& NewLibrary(torch::Library::Kind kind, std::optional<c10::DispatchKey> key) {
+  static std::vector<std::unique_ptr<torch::Library>> libraries;
+  libraries.push_back(
+      std::make_unique<torch::Library>(kind, ThisLibrary().torch_namespace, key, __FILE__, __LINE__));
+  return *libraries.back();
 }
 
 void RegisterWithTorch(const OpSpec& spec) {
-  // torch::Library objects unregister on destruction: they live as long as
-  // the library is loaded.
-  static std::vector<std::unique_ptr<torch::Library>> libraries;
-  const char* ns = ThisLibrary().torch_namespace;
-  auto library = [&](torch::Library::Kind kind, std::optional<c10::DispatchKey> key) -> torch::Library& {
-    libraries.push_back(std::make_unique<torch::Library>(kind, ns, key, __FILE__, __LINE__));
-    return *libraries.back();
-  };
   // pt2_compliant: the ops trace under torch.compile / torch.export without
   // graph breaks (tested).
-  torch::Library& defs = library(torch::Library::FRAGMENT, std::nullopt);
+  torch::Library& defs = NewLibrary(torch::Library::FRAGMENT, std::nullopt);
   defs.def(torch::schema(spec.TorchSchema().c_str()), {at::Tag::pt2_compliant_tag});
   if (spec.has_backward())
     defs.def(torch::schema(spec.BackwardSchema().c_str()), {at::Tag::pt2_compliant_tag});
 
-  torch::Library& cpu = library(torch::Library::IMPL, c10::DispatchKey::CPU);
-  torch::Library& meta = library(torch::Library::IMPL, c10::DispatchKey::Meta);
-  torch::Library& autograd = library(torch::Library::IMPL, c10::DispatchKey::Autograd);
-  cpu.impl(spec.name, Boxed<ForwardCpu>(spec));
+  torch::Library& cpu = NewLibrary(torch::Library::IMPL, c10::DispatchKey::CPU);
+  torch::Library& meta = NewLibrary(torch::Library::IMPL, c10::DispatchKey::Meta);
+  torch::Library& autograd = NewLibrary(torch::Library::IMPL, c10::DispatchKey::Autograd);
+  cpu.impl(spec.name, Boxed<ForwardKernel>(spec, spec.forward, Device::kCpu));
   meta.impl(spec.name, Boxed<ForwardMeta>(spec));
   autograd.impl(spec.name, Boxed<ForwardAutograd>(spec));
+  // The out= form: torch.ops.<ns>.<op>.out(..., out=...).
+  defs.def(torch::schema(spec.TorchOutSchema().c_str()));
+  const std::string out = std::string(spec.name) + ".out";
+  cpu.impl(out.c_str(), Boxed<ForwardOutKernel>(spec, spec.forward, Device::kCpu));
+  meta.impl(out.c_str(), Boxed<ForwardOutMeta>(spec));
+  autograd.impl(out.c_str(), Boxed<ForwardOutAutograd>(spec));
   if (spec.has_backward()) {
     const std::string backward = spec.BackwardName();
-    cpu.impl(backward.c_str(), Boxed<BackwardCpu>(spec));
+    cpu.impl(backward.c_str(), Boxed<BackwardKernel>(spec, spec.backward.launch, Device::kCpu));
     meta.impl(backward.c_str(), Boxed<BackwardMeta>(spec));
     autograd.impl(backward.c_str(), Boxed<BackwardAutograd>(spec));
   }
@@ -595,6 +832,24 @@ void RegisterWithTorch(const OpSpec& spec) {
 
 // Every spec of this library, whenever it registers.
 [[maybe_unused]] const bool kRegistered = (OnEachSpec(&RegisterWithTorch), true);
+
+#ifdef OPBRIDGE_WITH_CUDA
+// CUDA kernels (an op's kernel.cu) under the CUDA dispatch key; the Meta and
+// Autograd kernels above serve CUDA tensors as they serve CPU ones. An op
+// whose kernel.cu registers no backward gets none on CUDA: its backward op
+// then fails on CUDA tensors with PyTorch's "no CUDA kernel" error.
+void RegisterCudaWithTorch(const OpSpec& spec, const CudaKernels& kernels) {
+  torch::Library& cuda = NewLibrary(torch::Library::IMPL, c10::DispatchKey::CUDA);
+  cuda.impl(spec.name, Boxed<ForwardKernel>(spec, kernels.forward, Device::kCuda));
+  cuda.impl((std::string(spec.name) + ".out").c_str(),
+            Boxed<ForwardOutKernel>(spec, kernels.forward, Device::kCuda));
+  if (spec.has_backward() && kernels.backward != nullptr) {
+    cuda.impl(spec.BackwardName().c_str(), Boxed<BackwardKernel>(spec, kernels.backward, Device::kCuda));
+  }
+}
+
+[[maybe_unused]] const bool kCudaRegistered = (OnEachCudaKernels(&RegisterCudaWithTorch), true);
+#endif
 
 }  // namespace
 }  // namespace opbridge::torch_adapter

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "opbridge/cuda.h"
 #include "opbridge/library.h"
 #include "opbridge/runtime_checks.h"
 #include "opbridge/simd.h"
@@ -55,6 +56,8 @@ py::dict SpecToDict(const opbridge::OpSpec& spec) {
   result["backward_schema"] = spec.BackwardSchema();
   result["torch_namespace"] = opbridge::ThisLibrary().torch_namespace;
   result["onnx_domain"] = opbridge::ThisLibrary().onnx_domain;
+  // Whether this build registered CUDA kernels for the op (kernel.cu).
+  result["cuda"] = opbridge::FindCudaKernels(spec) != nullptr;
   return result;
 }
 
@@ -81,6 +84,11 @@ PYBIND11_MODULE(OPBRIDGE_MODULE_NAME, m) {
   m.attr("BUILD_COMPILER") = "g++ " __VERSION__;
   m.attr("BUILD_CXX11_ABI") = static_cast<bool>(_GLIBCXX_USE_CXX11_ABI);
   m.attr("BUILD_TORCH_VERSION") = OPBRIDGE_TORCH_VERSION;
+#ifdef OPBRIDGE_WITH_CUDA
+  m.attr("BUILD_CUDA") = true;
+#else
+  m.attr("BUILD_CUDA") = false;
+#endif
   m.def("runtime_checks_enabled", &opbridge::RuntimeChecksEnabled);
   m.attr("ONNX_DOMAIN") = library.onnx_domain;
   m.attr("ONNX_DOMAIN_VERSION") = library.domain_version;

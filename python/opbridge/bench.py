@@ -17,6 +17,10 @@ Implementations (names are stable; they appear in ``--json`` output):
   timing).
 - ``opbridge_torch``: the card's call (``torch.ops.opbridge.*``, or the
   operator of another library).
+- ``opbridge_torch_out``: the same op's out= form
+  (``torch.ops.<ns>.<op>.out``) writing into outputs allocated once, as a
+  caller reusing its buffers would (forward only: out= forms take no
+  gradients).
 - ``ort_standard``: the standard ONNX route at ORT_ENABLE_ALL (ONNX Runtime's
   own fusions apply); ``ort_standard_nofusion``: the same at ORT_DISABLE_ALL;
   ``ort_custom``: the custom route (``opbridge`` domain nodes).
@@ -66,6 +70,7 @@ from torch import nn
 
 import opbridge
 from opbridge import _C, bench_models
+from opbridge._library import library_for_namespace
 from opbridge.ops.rms_norm import composite as rms_norm_composite
 
 HELP = (
@@ -74,6 +79,8 @@ HELP = (
 )
 
 TORCH_IMPLS = ("torch_composite", "torch_builtin", "torch_compile", "opbridge_torch")
+# PyTorch implementations timed forward only.
+TORCH_FWD_IMPLS = ("opbridge_torch_out",)
 # Each ONNX Runtime implementation: the route its model is exported by and
 # the session's graph optimization level.
 ORT_SETTINGS = {
@@ -86,7 +93,7 @@ ORT_SETTINGS = {
 }
 ORT_IMPLS = tuple(ORT_SETTINGS)
 ORT_ROUTES = tuple(dict.fromkeys(route for route, _ in ORT_SETTINGS.values()))
-IMPLS = TORCH_IMPLS + ORT_IMPLS
+IMPLS = TORCH_IMPLS + TORCH_FWD_IMPLS + ORT_IMPLS
 DTYPES = {
     "float32": torch.float32,
     "float64": torch.float64,
@@ -231,7 +238,31 @@ class OpCase:
             return fresh_compile(self.card.composite) if self.card.composite else None
         if impl == "torch_builtin":
             return self.card.builtin
+        if impl == "opbridge_torch_out":
+            return self.out_call()
         return self.card.call
+
+    def out_call(self) -> Callable | None:
+        """The out= form, writing into outputs allocated on the first call;
+        None for an operator without one (not built by opbridge)."""
+        library = library_for_namespace(self.card.namespace)
+        packet = getattr(getattr(torch.ops, self.card.namespace), self.card.name)
+        if library is None or "out" not in packet.overloads():
+            return None
+        op = packet.out
+        names = library.specs()[self.card.name]["outputs"]
+        names = ["out"] if len(names) == 1 else names
+        outs: dict[str, torch.Tensor] = {}
+
+        def call(*args):
+            if not outs:
+                with torch.no_grad():
+                    first = self.card.call(*args)
+                first = first if isinstance(first, tuple | list) else (first,)
+                outs.update(zip(names, (torch.empty_like(t) for t in first), strict=True))
+            return op(*args, **outs)
+
+        return call
 
     def module(self, args: tuple) -> nn.Module:
         """A module whose inputs are the tensors of ``args`` (the other
@@ -477,11 +508,13 @@ def fresh_compile(fn: Callable) -> Callable:
     return torch.compile(fn, dynamic=False)
 
 
-def torch_impls(case: OpCase, want: set[str], wrap: Callable) -> dict[str, Callable]:
+def torch_impls(
+    case: OpCase, want: set[str], wrap: Callable, backward: bool = False
+) -> dict[str, Callable]:
     """The wanted PyTorch implementations of `case` that exist, each wrapped
     into a no-argument call."""
     fns = {}
-    for impl in TORCH_IMPLS:
+    for impl in TORCH_IMPLS if backward else TORCH_IMPLS + TORCH_FWD_IMPLS:
         fn = case.torch_fn(impl) if impl in want else None
         if fn is not None:
             fns[impl] = wrap(fn)
@@ -599,7 +632,10 @@ def run_benchmark(settings: Settings, log=print) -> dict:
                             continue
                         grad = torch.ones_like(output)
                         fns = torch_impls(
-                            case, want, lambda fn, a=grad_args, g=grad: fwd_bwd(fn, a, g)
+                            case,
+                            want,
+                            lambda fn, a=grad_args, g=grad: fwd_bwd(fn, a, g),
+                            backward=True,
                         )
                         label = f"{case.name} {size_name} {shape} {dtype} {threads}t fwd+bwd"
                         run_case(
@@ -813,10 +849,10 @@ def markdown_table(report: dict) -> str:
     if cases:
         lines += [
             "| op | shape | dtype | threads | pass | opbridge_torch us (% copy) | torch_composite "
-            "| torch_builtin | torch_compile | ort_custom us (% copy) | ort_standard "
-            "| ort_standard_nofusion | ort_contrib | ort_fused | ort_contrib ops "
+            "| torch_builtin | torch_compile | opbridge_torch_out | ort_custom us (% copy) "
+            "| ort_standard | ort_standard_nofusion | ort_contrib | ort_fused | ort_contrib ops "
             "| ort_fused ops |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
 
     def base_cell(entry):
@@ -836,6 +872,7 @@ def markdown_table(report: dict) -> str:
             f"| {op} | {'x'.join(map(str, shape))} | {dtype} | {threads} | {pass_} | "
             f"{base_cell(ob)} | {ratio(impls.get('torch_composite'), ob)} | "
             f"{ratio(impls.get('torch_builtin'), ob)} | {ratio(impls.get('torch_compile'), ob)} | "
+            f"{ratio(impls.get('opbridge_torch_out'), ob)} | "
             f"{base_cell(oc)} | {ratio(impls.get('ort_standard'), oc)} | "
             f"{ratio(impls.get('ort_standard_nofusion'), oc)} | "
             f"{ratio(impls.get('ort_contrib'), oc)} | {ratio(impls.get('ort_fused'), oc)} | "

@@ -40,4 +40,16 @@ template <typename T>
 void NormalizeImageBackward(const T* grad_y, T* grad_image, const ImageDims& dims,
                             const NormalizeImageAttrs& attrs, const ParallelFor& parallel_for);
 
+// CUDA kernels (kernel.cu), same math and type pairs (In uint8 -> Out
+// float, else Out = In): pointers are device pointers, the work is enqueued
+// on `stream` without synchronizing; no scratch memory. A channels-last
+// image goes through shared-memory tiles, so that both the reads and the
+// writes are coalesced; planar images are one vectorized pass.
+template <typename In, typename Out>
+Status NormalizeImageForwardCuda(const In* image, Out* y, const ImageDims& dims,
+                                 const NormalizeImageAttrs& attrs, CudaStream stream);
+template <typename T>
+Status NormalizeImageBackwardCuda(const T* grad_y, T* grad_image, const ImageDims& dims,
+                                  const NormalizeImageAttrs& attrs, CudaStream stream);
+
 }  // namespace opbridge

@@ -5,6 +5,7 @@
 // batch row); rotary_dim = 2 * half <= head_dim.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "opbridge/parallel.h"
@@ -45,5 +46,23 @@ template <typename T>
 void RotaryEmbeddingBackward(const T* grad_y, const T* x, const T* cos, const T* sin, T* grad_x, T* grad_cos,
                              T* grad_sin, const RotaryDims& dims, const RotaryAttrs& attrs,
                              const ParallelFor& parallel_for);
+
+// CUDA kernels (kernel.cu), same math: pointers are device pointers, the
+// work is enqueued on `stream` without synchronizing; 16-bit types compute
+// in float32. The backward computes grad_x and, when grad_cos or grad_sin is
+// not null (each may be null alone), those gradients as a deterministic
+// two-stage reduction: float32 (float64) partial sums over fixed chunks of
+// (batch row, head) go to `scratch`, at least
+// RotaryEmbeddingBackwardCudaScratchBytes<T>(dims) bytes of device memory
+// (unused when both are null), then are added in chunk order.
+template <typename T>
+Status RotaryEmbeddingForwardCuda(const T* x, const T* cos, const T* sin, T* y, const RotaryDims& dims,
+                                  const RotaryAttrs& attrs, CudaStream stream);
+template <typename T>
+size_t RotaryEmbeddingBackwardCudaScratchBytes(const RotaryDims& dims);
+template <typename T>
+Status RotaryEmbeddingBackwardCuda(const T* grad_y, const T* x, const T* cos, const T* sin, T* grad_x,
+                                   T* grad_cos, T* grad_sin, const RotaryDims& dims, const RotaryAttrs& attrs,
+                                   void* scratch, CudaStream stream);
 
 }  // namespace opbridge

@@ -5,6 +5,7 @@
 
 #include "opbridge/half.h"
 #include "opbridge/parallel.h"
+#include "opbridge/spec.h"
 
 namespace opbridge {
 
@@ -26,5 +27,14 @@ void ScaledClampForward(const T* x, T* y, int64_t n, const ScaledClampAttrs& att
 template <typename T>
 void ScaledClampBackward(const T* grad_y, const T* x, T* grad_x, int64_t n, const ScaledClampAttrs& attrs,
                          const ParallelFor& parallel_for);
+
+// CUDA kernels (kernel.cu), same math: x, y, grad_y and grad_x are device
+// pointers; the work is enqueued on `stream` (one vectorized pass, no
+// synchronization). 16-bit types compute in float32.
+template <typename T>
+Status ScaledClampForwardCuda(const T* x, T* y, int64_t n, const ScaledClampAttrs& attrs, CudaStream stream);
+template <typename T>
+Status ScaledClampBackwardCuda(const T* grad_y, const T* x, T* grad_x, int64_t n,
+                               const ScaledClampAttrs& attrs, CudaStream stream);
 
 }  // namespace opbridge
