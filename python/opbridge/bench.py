@@ -281,14 +281,15 @@ class OpCase:
 
     def min_bytes(self, args: tuple, pass_: str) -> int:
         """fwd: read every input once, write every output once. fwd+bwd
-        adds: read grad_y and x, write grad_x (x-sized each)."""
+        adds: read each output's gradient and x, write grad_x (x-sized
+        each)."""
         with torch.no_grad():
             outputs = self.card.call(*args)
         outputs = outputs if isinstance(outputs, tuple | list) else (outputs,)
         tensors = [t for t in (*args, *outputs) if isinstance(t, torch.Tensor)]
         fwd = sum(t.numel() * t.element_size() for t in tensors)
         x = tensors[0]
-        return fwd if pass_ == "fwd" else fwd + 3 * x.numel() * x.element_size()
+        return fwd if pass_ == "fwd" else fwd + (2 + len(outputs)) * x.numel() * x.element_size()
 
 
 def tensors_of(args: tuple) -> tuple:
@@ -522,13 +523,18 @@ def torch_impls(
 
 
 def fwd_bwd(fn, args, grad):
-    """One forward and backward pass; ``grad`` is the output's gradient."""
+    """One forward and backward pass; ``grad`` is the output's gradient (a
+    tuple of one per output for an op with several)."""
     tensors = tensors_of(args)
 
     def step():
         for a in tensors:
             a.grad = None
-        fn(*args).backward(grad)
+        output = fn(*args)
+        if isinstance(output, torch.Tensor):
+            output.backward(grad)
+        else:
+            torch.autograd.backward(list(output), list(grad))
 
     return step
 
@@ -627,10 +633,10 @@ def run_benchmark(settings: Settings, log=print) -> dict:
                         grad_args = case.inputs(shape, DTYPES[dtype], requires_grad=True)
                         with torch.no_grad():
                             output = case.card.call(*grad_args)
-                        if not isinstance(output, torch.Tensor):
-                            log(f"  {case.name}: no fwd+bwd rows (more than one output)")
-                            continue
-                        grad = torch.ones_like(output)
+                        if isinstance(output, torch.Tensor):
+                            grad = torch.ones_like(output)
+                        else:
+                            grad = tuple(torch.ones_like(o) for o in output)
                         fns = torch_impls(
                             case,
                             want,

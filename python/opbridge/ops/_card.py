@@ -57,7 +57,7 @@ class Card:
       standard form is the ``ort`` route's too.
     - ``namespace``: ``torch.ops.<namespace>.<name>`` holds the operator.
     - ``bench_backward``: whether the benchmark times a forward+backward pass
-      (one differentiable output).
+      (every output gets a gradient of ones).
     """
 
     name: str

@@ -113,5 +113,4 @@ CARD = Card(
     bench_inputs=bench_inputs,
     composite=composite,
     builtin=builtin,
-    bench_backward=False,  # two outputs
 )
