@@ -135,4 +135,5 @@ def test_bench_inputs_are_call_arguments(name):
     grad_args = entry.bench_inputs([8, 256], torch.float32, requires_grad=True)
     floating = [a for a in grad_args if isinstance(a, torch.Tensor) and a.is_floating_point()]
     assert all(t.requires_grad for t in floating)
-    assert entry.bench_backward == bool(floating and len(expected) == 1)
+    # Every output gets a gradient in the benchmark's fwd+bwd pass.
+    assert entry.bench_backward == bool(floating)
