@@ -274,6 +274,15 @@ std::vector<std::optional<at::Tensor>> PopTensors(Stack* stack, size_t count, si
   return tensors;
 }
 
+// OPBRIDGE_CHECK's validation of a forward call (ValidateKernelArgs), on
+// host copies of the inputs when they are on a GPU.
+void ValidateOnHost(const OpSpec& spec, const KernelArgs& args, const KernelInputs& inputs, Device device) {
+  const HostInputs host(inputs, device);
+  KernelArgs checked = args;
+  checked.inputs = host.pointers;
+  ThrowIfError(ValidateKernelArgs(spec, checked));
+}
+
 // ------------------------------------------------------------------ forward
 
 class ForwardKernel final : public c10::OperatorKernel {
@@ -300,12 +309,7 @@ class ForwardKernel final : public c10::OperatorKernel {
       outputs.push_back(at::empty(info.shape, options.dtype(ScalarTypeOf(info.dtype))));
       args.outputs.push_back(outputs.back().mutable_data_ptr());
     }
-    if (RuntimeChecksEnabled()) {
-      const HostInputs host(contiguous, device_);
-      KernelArgs checked = args;
-      checked.inputs = host.pointers;
-      ThrowIfError(ValidateKernelArgs(spec_, checked));
-    }
+    if (RuntimeChecksEnabled()) ValidateOnHost(spec_, args, contiguous, device_);
     ThrowIfError(launch_(args));
     for (at::Tensor& output : outputs) stack->emplace_back(std::move(output));
   }
@@ -406,12 +410,7 @@ class ForwardOutKernel final : public c10::OperatorKernel {
       targets.push_back(direct ? out : at::empty(shape, out.options()));
       args.outputs.push_back(targets.back().mutable_data_ptr());
     }
-    if (RuntimeChecksEnabled()) {
-      const HostInputs host(contiguous, device_);
-      KernelArgs checked = args;
-      checked.inputs = host.pointers;
-      ThrowIfError(ValidateKernelArgs(spec_, checked));
-    }
+    if (RuntimeChecksEnabled()) ValidateOnHost(spec_, args, contiguous, device_);
     ThrowIfError(launch_(args));
     for (size_t k = 0; k < call.outs.size(); ++k) {
       if (!targets[k].is_same(call.outs[k])) call.outs[k].copy_(targets[k]);
