@@ -112,13 +112,13 @@ inline int64_t RowsPerChunk(int64_t rows) {
   return (rows + chunks - 1) / chunks;
 }
 
-template <typename T>
-__global__ void FinishColumnSumsKernel(const Acc<T>* partial, int64_t chunks, int64_t cols, T* out) {
+template <typename T, typename P>
+__global__ void FinishColumnSumsKernel(const P* partial, int64_t chunks, int64_t cols, T* out) {
   for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < cols;
        c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    Acc<T> sum = 0;
+    P sum = 0;
     for (int64_t k = 0; k < chunks; ++k) sum += partial[k * cols + c];
-    out[c] = FromAcc<T>(sum);
+    out[c] = FromAcc<T>(static_cast<Acc<T>>(sum));
   }
 }
 
@@ -129,6 +129,106 @@ inline unsigned GridFor(int64_t n, int threads, int64_t max_blocks = 65536) {
   return static_cast<unsigned>(std::max<int64_t>(1, std::min(blocks, max_blocks)));
 }
 
+__device__ __forceinline__ float Fma(float a, float b, float c) { return fmaf(a, b, c); }
+__device__ __forceinline__ double Fma(double a, double b, double c) { return fma(a, b, c); }
+
+// Element bits, for packing vectors into 32-bit words (LoadPacked, StorePacked).
+template <typename D>
+struct BitsOf;
+template <>
+struct BitsOf<uint8_t> {
+  static __device__ __forceinline__ uint8_t Of(uint8_t v) { return v; }
+  static __device__ __forceinline__ uint8_t From(uint64_t u) { return static_cast<uint8_t>(u); }
+};
+template <>
+struct BitsOf<float> {
+  static __device__ __forceinline__ uint32_t Of(float v) { return __float_as_uint(v); }
+  static __device__ __forceinline__ float From(uint64_t u) {
+    return __uint_as_float(static_cast<uint32_t>(u));
+  }
+};
+template <>
+struct BitsOf<double> {
+  static __device__ __forceinline__ uint64_t Of(double v) {
+    return static_cast<uint64_t>(__double_as_longlong(v));
+  }
+  static __device__ __forceinline__ double From(uint64_t u) {
+    return __longlong_as_double(static_cast<long long>(u));
+  }
+};
+template <>
+struct BitsOf<__half> {
+  static __device__ __forceinline__ uint16_t Of(__half v) { return __half_as_ushort(v); }
+  static __device__ __forceinline__ __half From(uint64_t u) {
+    return __ushort_as_half(static_cast<uint16_t>(u));
+  }
+};
+template <>
+struct BitsOf<__nv_bfloat16> {
+  static __device__ __forceinline__ uint16_t Of(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
+  static __device__ __forceinline__ __nv_bfloat16 From(uint64_t u) {
+    return __ushort_as_bfloat16(static_cast<uint16_t>(u));
+  }
+};
+
+// N elements (4, 8 or 16 bytes, aligned) as one access, packed into 32-bit
+// words in registers (nvcc may split a plain store of a Vec into element
+// stores).
+template <int N, typename D>
+__device__ __forceinline__ Vec<D, N> LoadPacked(const D* p) {
+  constexpr int kSize = static_cast<int>(sizeof(D));
+  constexpr int kWords = N * kSize / 4;
+  static_assert(kWords == 1 || kWords == 2 || kWords == 4, "a Vec access is 4, 8 or 16 bytes");
+  uint32_t w[kWords];
+  if constexpr (kWords == 4) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(p);
+    w[0] = raw.x, w[1] = raw.y, w[2] = raw.z, w[3] = raw.w;
+  } else if constexpr (kWords == 2) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(p);
+    w[0] = raw.x, w[1] = raw.y;
+  } else {
+    w[0] = *reinterpret_cast<const uint32_t*>(p);
+  }
+  Vec<D, N> v;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    if constexpr (kSize == 8) {
+      v.values[i] = BitsOf<D>::From(w[2 * i] | (static_cast<uint64_t>(w[2 * i + 1]) << 32));
+    } else {
+      v.values[i] = BitsOf<D>::From(w[i * kSize / 4] >> (8 * (i * kSize % 4)));
+    }
+  }
+  return v;
+}
+
+template <int N, typename D>
+__device__ __forceinline__ void StorePacked(D* p, const Vec<D, N>& v) {
+  constexpr int kSize = static_cast<int>(sizeof(D));
+  constexpr int kWords = N * kSize / 4;
+  static_assert(kWords == 1 || kWords == 2 || kWords == 4, "a Vec access is 4, 8 or 16 bytes");
+  uint32_t w[kWords];
+#pragma unroll
+  for (int k = 0; k < kWords; ++k) w[k] = 0;
+#pragma unroll
+  for (int i = 0; i < N; ++i) {
+    const uint64_t bits = BitsOf<D>::Of(v.values[i]);
+    if constexpr (kSize == 8) {
+      w[2 * i] = static_cast<uint32_t>(bits);
+      w[2 * i + 1] = static_cast<uint32_t>(bits >> 32);
+    } else {
+      w[i * kSize / 4] |= static_cast<uint32_t>(bits) << (8 * (i * kSize % 4));
+    }
+  }
+  // __stwb: a plain (write-back) store that nvcc keeps whole.
+  if constexpr (kWords == 4) {
+    __stwb(reinterpret_cast<uint4*>(p), make_uint4(w[0], w[1], w[2], w[3]));
+  } else if constexpr (kWords == 2) {
+    __stwb(reinterpret_cast<uint2*>(p), make_uint2(w[0], w[1]));
+  } else {
+    __stwb(reinterpret_cast<unsigned*>(p), w[0]);
+  }
+}
+
 // The launch status of the kernels enqueued just before, naming the op.
 inline Status LaunchStatus(const OpSpec& spec, const char* kernel) {
   const cudaError_t error = cudaGetLastError();
@@ -137,11 +237,14 @@ inline Status LaunchStatus(const OpSpec& spec, const char* kernel) {
                        " failed to launch: " + cudaGetErrorString(error));
 }
 
-template <typename T>
-Status FinishColumnSums(const OpSpec& spec, const Acc<T>* partial, int64_t chunks, int64_t cols, T* out,
+// out[c] = the sum of partial[k * cols + c] over chunks k, in order, in the
+// partials' type P (Acc<T>, or double where many rows per chunk call for it),
+// narrowed to T once.
+template <typename T, typename P = Acc<T>>
+Status FinishColumnSums(const OpSpec& spec, const P* partial, int64_t chunks, int64_t cols, T* out,
                         CudaStream stream) {
   if (cols == 0) return Status::Ok();
-  FinishColumnSumsKernel<T><<<GridFor(cols, 256), 256, 0, stream>>>(partial, chunks, cols, out);
+  FinishColumnSumsKernel<T, P><<<GridFor(cols, 256), 256, 0, stream>>>(partial, chunks, cols, out);
   return LaunchStatus(spec, "FinishColumnSums");
 }
 
@@ -158,16 +261,16 @@ Status Scratch(const OpSpec& spec, const KernelArgs& args, size_t count, A** out
   return Status::Ok();
 }
 
-// Calls body(D{}) with D the device type for float32 / float64 / float16 /
-// bfloat16 (float, double, __half, __nv_bfloat16) and returns its Status;
-// the spec's dtype error for any other dtype.
+// Calls body(T{}) with T the host storage type for float32 / float64 /
+// float16 / bfloat16 (float, double, Float16, BFloat16; DeviceType<T> is the
+// kernel's) and returns its Status; the spec's dtype error for any other
+// dtype.
 template <typename Body>
-Status Dispatch(const OpSpec& spec, const char* argument, const std::string& dtype, Body&& body) {
+Status DispatchStorage(const OpSpec& spec, const char* argument, const std::string& dtype, Body&& body) {
   Status launched;
-  const Status dispatched = DispatchFloatingOrHalf(
-      spec, argument, dtype, [&](auto tag) { launched = body(DeviceType<decltype(tag)>{}); });
-  if (!dispatched.ok()) return dispatched;
-  return launched;
+  const Status dispatched =
+      DispatchFloatingOrHalf(spec, argument, dtype, [&](auto tag) { launched = body(tag); });
+  return dispatched.ok() ? launched : dispatched;
 }
 
 }  // namespace opbridge::cuda

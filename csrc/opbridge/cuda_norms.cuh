@@ -20,8 +20,9 @@
 // deterministic: the backward runs one block per chunk of rows (opbridge's
 // ColumnChunks / RowsPerChunk), each thread sums the columns it owns over its
 // rows of the chunk in registers, the block's row slots are combined in slot
-// order into a [chunks, cols] scratch matrix, and FinishColumnSums adds the
-// chunks in order. No atomics anywhere.
+// order into a [chunks, cols] scratch matrix, and FinishPartials adds the
+// chunks in order, in double (as the CPU kernels' partials: float32 sums of
+// the 256 chunk partials drift past float32 tolerances). No atomics anywhere.
 #pragma once
 
 #include <cuda_runtime.h>
@@ -836,6 +837,28 @@ Status LaunchForward(const OpSpec& spec, const D* x, const D* residual, const D*
                                             stream);
 }
 
+// out[c] = the sum over chunks, in chunk order and in double, of
+// partial[chunk * cols + c], narrowed as the CPU kernels' FromDouble (to
+// float first for 16-bit D). Adding the 256 chunk partials in float32 (as
+// FinishColumnSums does) loses up to ~1e-4 on columns whose sum is near zero.
+template <typename D>
+__global__ void FinishPartialsKernel(const Acc<D>* __restrict__ partial, int64_t chunks, int64_t cols,
+                                     D* __restrict__ out) {
+  for (int64_t c = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; c < cols;
+       c += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    double sum = 0;
+    for (int64_t k = 0; k < chunks; ++k) sum += static_cast<double>(partial[k * cols + c]);
+    out[c] = FromAcc<D>(static_cast<Acc<D>>(sum));
+  }
+}
+
+template <typename D>
+Status FinishPartials(const OpSpec& spec, const Acc<D>* partial, int64_t chunks, int64_t cols, D* out,
+                      CudaStream stream) {
+  FinishPartialsKernel<D><<<GridFor(cols, 256), 256, 0, stream>>>(partial, chunks, cols, out);
+  return LaunchStatus(spec, "FinishPartialsKernel");
+}
+
 // Scratch for the backward's weight and bias column sums.
 template <typename D>
 size_t BackwardScratchBytes(int64_t rows, int64_t cols) {
@@ -908,10 +931,10 @@ Status LaunchBackward(const OpSpec& spec, const D* grad_y, const D* grad_add, co
         spec, grad_y, grad_add, x, weight, grad_x, partial_w, partial_b, rows, cols, eps_acc, stream)));
   }
   if (partial_w != nullptr) {
-    OPBRIDGE_RETURN_IF_ERROR(FinishColumnSums<D>(spec, partial_w, chunks, cols, grad_weight, stream));
+    OPBRIDGE_RETURN_IF_ERROR(FinishPartials<D>(spec, partial_w, chunks, cols, grad_weight, stream));
   }
   if (partial_b != nullptr) {
-    OPBRIDGE_RETURN_IF_ERROR(FinishColumnSums<D>(spec, partial_b, chunks, cols, grad_bias, stream));
+    OPBRIDGE_RETURN_IF_ERROR(FinishPartials<D>(spec, partial_b, chunks, cols, grad_bias, stream));
   }
   return Status::Ok();
 }

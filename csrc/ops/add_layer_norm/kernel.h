@@ -63,8 +63,8 @@ size_t AddLayerNormBackwardCudaScratchBytes(int64_t rows, int64_t cols);
 // grad_bias may each be null when not needed. Weight and bias gradients are
 // deterministic: per-chunk column sums (a fixed split of the rows, by shape
 // alone) go to `scratch` (AddLayerNormBackwardCudaScratchBytes bytes, valid
-// until the enqueued work is done) and are added in chunk order, with no
-// atomics, so results do not depend on the device or on scheduling.
+// until the enqueued work is done) and are added in chunk order in double,
+// with no atomics, so results do not depend on the device or on scheduling.
 // rows == 0 zero-fills the gradients requested.
 template <typename T>
 Status AddLayerNormBackwardCuda(const T* grad_out, const T* grad_residual_out, const T* residual_out,

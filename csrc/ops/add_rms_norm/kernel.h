@@ -66,8 +66,8 @@ size_t AddRmsNormBackwardCudaScratchBytes(int64_t rows, int64_t cols);
 // grad_residual_out and grad_bias may be null. Weight and bias gradients are
 // deterministic: per-chunk column sums (a fixed split of the rows, by shape
 // alone) go to `scratch` (AddRmsNormBackwardCudaScratchBytes bytes, valid
-// until the enqueued work is done) and are added in chunk order, with no
-// atomics, so results do not depend on the device or on scheduling.
+// until the enqueued work is done) and are added in chunk order in double,
+// with no atomics, so results do not depend on the device or on scheduling.
 // rows == 0 zero-fills grad_weight (and grad_bias).
 template <typename T>
 Status AddRmsNormBackwardCuda(const T* grad_out, const T* grad_residual_out, const T* residual_out,

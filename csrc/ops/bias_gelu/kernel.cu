@@ -322,22 +322,13 @@ OPBRIDGE_INSTANTIATE(BFloat16)
 
 namespace {
 
-// The dtype dispatch of the CPU launch, returning the launch's Status.
-template <typename Body>
-Status DispatchStorage(const std::string& dtype, Body&& body) {
-  Status launched;
-  const Status dispatched =
-      DispatchFloatingOrHalf(kBiasGeluSpec, "x", dtype, [&](auto tag) { launched = body(tag); });
-  return dispatched.ok() ? launched : dispatched;
-}
-
 Status LaunchBiasGeluCuda(const KernelArgs& args) {
   BiasGeluAttrs attrs{false};
   OPBRIDGE_RETURN_IF_ERROR(ParseGeluApproximate(args.attrs[0].text, &attrs.use_tanh));
   const Shape& x_shape = args.input_infos[0].shape;
   const int64_t cols = x_shape.back();
   const int64_t rows = cols == 0 ? 0 : NumElements(x_shape) / cols;
-  return DispatchStorage(args.input_infos[0].dtype, [&](auto tag) {
+  return cuda::DispatchStorage(kBiasGeluSpec, "x", args.input_infos[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     return BiasGeluForwardCuda<T>(static_cast<const T*>(args.inputs[0]),
                                   static_cast<const T*>(args.inputs[1]), static_cast<T*>(args.outputs[0]),
@@ -352,7 +343,7 @@ Status LaunchBiasGeluBackwardCuda(const KernelArgs& args) {
   const Shape& x_shape = args.input_infos[1].shape;
   const int64_t cols = x_shape.back();
   const int64_t rows = cols == 0 ? 0 : NumElements(x_shape) / cols;
-  return DispatchStorage(args.input_infos[1].dtype, [&](auto tag) {
+  return cuda::DispatchStorage(kBiasGeluSpec, "x", args.input_infos[1].dtype, [&](auto tag) {
     using T = decltype(tag);
     T* grad_bias = static_cast<T*>(args.outputs[1]);
     void* scratch = nullptr;

@@ -74,10 +74,10 @@ size_t LayerNormBackwardCudaScratchBytes(int64_t rows, int64_t cols);
 // null (ones); grad_weight and grad_bias may each be null when not needed.
 // Mean and variance are recomputed from x. Weight and bias gradients are
 // deterministic: per-chunk column sums (a fixed split of the rows, by shape
-// alone) go to `scratch` (LayerNormBackwardCudaScratchBytes bytes, valid
-// until the enqueued work is done) and are added in chunk order, with no
-// atomics, so results do not depend on the device or on scheduling.
-// rows == 0 zero-fills the gradients requested.
+// alone) go to `scratch` (LayerNormBackwardCudaScratchBytes bytes, valid until
+// the enqueued work is done) and are added in chunk order in double, with no
+// atomics, so results do not depend on the device or on scheduling. rows == 0
+// zero-fills the gradients requested.
 template <typename T>
 Status LayerNormBackwardCuda(const T* grad_y, const T* x, const T* weight, T* grad_x, T* grad_weight,
                              T* grad_bias, int64_t rows, int64_t cols, const LayerNormAttrs& attrs,

@@ -50,9 +50,6 @@ __device__ __forceinline__ void LoadGroup(const ChannelGroup<A>& group, A* scale
   __syncthreads();
 }
 
-__device__ __forceinline__ float Fma(float a, float b, float c) { return fmaf(a, b, c); }
-__device__ __forceinline__ double Fma(double a, double b, double c) { return fma(a, b, c); }
-
 // One input element in the compute type A.
 template <typename A, typename In>
 __device__ __forceinline__ A InAcc(In v) {
@@ -67,106 +64,9 @@ __device__ __forceinline__ A InAcc(In v) {
 template <bool kShift, typename A>
 __device__ __forceinline__ A Affine(A x, A scale, A shift) {
   if constexpr (kShift) {
-    return Fma(x, scale, shift);
+    return cuda::Fma(x, scale, shift);
   } else {
     return x * scale;
-  }
-}
-
-// Element bits, for packing vectors into 32-bit words.
-template <typename D>
-struct BitsOf;
-template <>
-struct BitsOf<uint8_t> {
-  static __device__ __forceinline__ uint8_t Of(uint8_t v) { return v; }
-  static __device__ __forceinline__ uint8_t From(uint64_t u) { return static_cast<uint8_t>(u); }
-};
-template <>
-struct BitsOf<float> {
-  static __device__ __forceinline__ uint32_t Of(float v) { return __float_as_uint(v); }
-  static __device__ __forceinline__ float From(uint64_t u) {
-    return __uint_as_float(static_cast<uint32_t>(u));
-  }
-};
-template <>
-struct BitsOf<double> {
-  static __device__ __forceinline__ uint64_t Of(double v) {
-    return static_cast<uint64_t>(__double_as_longlong(v));
-  }
-  static __device__ __forceinline__ double From(uint64_t u) {
-    return __longlong_as_double(static_cast<long long>(u));
-  }
-};
-template <>
-struct BitsOf<__half> {
-  static __device__ __forceinline__ uint16_t Of(__half v) { return __half_as_ushort(v); }
-  static __device__ __forceinline__ __half From(uint64_t u) {
-    return __ushort_as_half(static_cast<uint16_t>(u));
-  }
-};
-template <>
-struct BitsOf<__nv_bfloat16> {
-  static __device__ __forceinline__ uint16_t Of(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
-  static __device__ __forceinline__ __nv_bfloat16 From(uint64_t u) {
-    return __ushort_as_bfloat16(static_cast<uint16_t>(u));
-  }
-};
-
-// N elements (4, 8 or 16 bytes, aligned) as one access, packed into 32-bit
-// words in registers (nvcc may split a plain store of a Vec into element
-// stores).
-template <int N, typename D>
-__device__ __forceinline__ cuda::Vec<D, N> LoadVec(const D* p) {
-  constexpr int kSize = static_cast<int>(sizeof(D));
-  constexpr int kWords = N * kSize / 4;
-  static_assert(kWords == 1 || kWords == 2 || kWords == 4, "a Vec access is 4, 8 or 16 bytes");
-  uint32_t w[kWords];
-  if constexpr (kWords == 4) {
-    const uint4 raw = *reinterpret_cast<const uint4*>(p);
-    w[0] = raw.x, w[1] = raw.y, w[2] = raw.z, w[3] = raw.w;
-  } else if constexpr (kWords == 2) {
-    const uint2 raw = *reinterpret_cast<const uint2*>(p);
-    w[0] = raw.x, w[1] = raw.y;
-  } else {
-    w[0] = *reinterpret_cast<const uint32_t*>(p);
-  }
-  cuda::Vec<D, N> v;
-#pragma unroll
-  for (int i = 0; i < N; ++i) {
-    if constexpr (kSize == 8) {
-      v.values[i] = BitsOf<D>::From(w[2 * i] | (static_cast<uint64_t>(w[2 * i + 1]) << 32));
-    } else {
-      v.values[i] = BitsOf<D>::From(w[i * kSize / 4] >> (8 * (i * kSize % 4)));
-    }
-  }
-  return v;
-}
-
-template <int N, typename D>
-__device__ __forceinline__ void StoreVec(D* p, const cuda::Vec<D, N>& v) {
-  constexpr int kSize = static_cast<int>(sizeof(D));
-  constexpr int kWords = N * kSize / 4;
-  static_assert(kWords == 1 || kWords == 2 || kWords == 4, "a Vec access is 4, 8 or 16 bytes");
-  uint32_t w[kWords];
-#pragma unroll
-  for (int k = 0; k < kWords; ++k) w[k] = 0;
-#pragma unroll
-  for (int i = 0; i < N; ++i) {
-    const uint64_t bits = BitsOf<D>::Of(v.values[i]);
-    if constexpr (kSize == 8) {
-      w[2 * i] = static_cast<uint32_t>(bits);
-      w[2 * i + 1] = static_cast<uint32_t>(bits >> 32);
-    } else {
-      w[i * kSize / 4] |= static_cast<uint32_t>(bits) << (8 * (i * kSize % 4));
-    }
-  }
-  // __stwb: a plain (write-back) store that nvcc keeps whole.
-  if constexpr (kWords == 4) {
-    __stwb(reinterpret_cast<uint4*>(p), make_uint4(w[0], w[1], w[2], w[3]));
-  } else if constexpr (kWords == 2) {
-    __stwb(reinterpret_cast<uint2*>(p), make_uint2(w[0], w[1]));
-  } else {
-    __stwb(reinterpret_cast<unsigned*>(p), w[0]);
   }
 }
 
@@ -197,12 +97,12 @@ __global__ void PlanarKernel(const In* __restrict__ in, Out* __restrict__ out, i
     const A s = scale[k];
     const A t = shift[k];
     if constexpr (W > 1) {
-      const cuda::Vec<In, W> x = LoadVec<W>(in + offset);
+      const cuda::Vec<In, W> x = cuda::LoadPacked<W>(in + offset);
       cuda::Vec<Out, W> y;
 #pragma unroll
       for (int j = 0; j < W; ++j)
         y.values[j] = cuda::FromAcc<Out>(Affine<kShift>(InAcc<A>(x.values[j]), s, t));
-      StoreVec<W>(out + offset, y);
+      cuda::StorePacked<W>(out + offset, y);
     } else {
       out[offset] = cuda::FromAcc<Out>(Affine<kShift>(InAcc<A>(in[offset]), s, t));
     }
@@ -406,15 +306,6 @@ template Status NormalizeImageBackwardCuda<BFloat16>(const BFloat16*, BFloat16*,
 
 namespace {
 
-// The dtype dispatch of the CPU launch, returning the launch's Status.
-template <typename Body>
-Status DispatchStorage(const char* argument, const std::string& dtype, Body&& body) {
-  Status launched;
-  const Status dispatched =
-      DispatchFloatingOrHalf(kNormalizeImageSpec, argument, dtype, [&](auto tag) { launched = body(tag); });
-  return dispatched.ok() ? launched : dispatched;
-}
-
 Status LaunchNormalizeImageCuda(const KernelArgs& args) {
   const NormalizeImageAttrs attrs{args.attrs[0].numbers, args.attrs[1].numbers, args.attrs[2].number != 0.0};
   const ImageDims dims = ImageDimsOf(args.input_infos[0].shape, attrs.channels_last_in);
@@ -424,7 +315,7 @@ Status LaunchNormalizeImageCuda(const KernelArgs& args) {
                                                      static_cast<float*>(args.outputs[0]), dims, attrs,
                                                      args.stream);
   }
-  return DispatchStorage("image", dtype, [&](auto tag) {
+  return cuda::DispatchStorage(kNormalizeImageSpec, "image", dtype, [&](auto tag) {
     using T = decltype(tag);
     return NormalizeImageForwardCuda<T, T>(static_cast<const T*>(args.inputs[0]),
                                            static_cast<T*>(args.outputs[0]), dims, attrs, args.stream);
@@ -437,7 +328,7 @@ Status LaunchNormalizeImageBackwardCuda(const KernelArgs& args) {
   const ImageDims dims{g[0], g[1], g[2], g[3]};
   const NormalizeImageAttrs attrs{std::vector<double>(args.attrs[1].numbers.size(), 0.0),
                                   args.attrs[1].numbers, args.attrs[2].number != 0.0};
-  return DispatchStorage("grad_y", args.input_infos[0].dtype, [&](auto tag) {
+  return cuda::DispatchStorage(kNormalizeImageSpec, "grad_y", args.input_infos[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     return NormalizeImageBackwardCuda<T>(static_cast<const T*>(args.inputs[0]),
                                          static_cast<T*>(args.outputs[0]), dims, attrs, args.stream);

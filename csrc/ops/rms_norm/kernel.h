@@ -60,8 +60,8 @@ size_t RmsNormBackwardCudaScratchBytes(int64_t rows, int64_t cols);
 // recomputed from x. Weight and bias gradients are deterministic: per-chunk
 // column sums (a fixed split of the rows, by shape alone) go to `scratch`
 // (RmsNormBackwardCudaScratchBytes bytes, valid until the enqueued work is
-// done) and are added in chunk order, with no atomics, so results do not
-// depend on the device or on scheduling. rows == 0 zero-fills grad_weight
+// done) and are added in chunk order in double, with no atomics, so results do
+// not depend on the device or on scheduling. rows == 0 zero-fills grad_weight
 // (and grad_bias).
 template <typename T>
 Status RmsNormBackwardCuda(const T* grad_y, const T* x, const T* weight, T* grad_x, T* grad_weight,

@@ -35,105 +35,11 @@ struct Geometry {
   int64_t units;         // units of a head: rotary_units, then the pass-through ones
 };
 
-__device__ __forceinline__ float Fma(float a, float b, float c) { return fmaf(a, b, c); }
-__device__ __forceinline__ double Fma(double a, double b, double c) { return fma(a, b, c); }
-
-// Vec<D, N> loads and stores as single 4-, 8- or 16-byte accesses: the
-// elements are packed into 32-bit words in registers (nvcc may split a plain
-// store of a Vec, or even of a uint4, into element stores here).
-template <typename D>
-struct BitsOf;
-template <>
-struct BitsOf<float> {
-  static __device__ __forceinline__ uint32_t Of(float v) { return __float_as_uint(v); }
-  static __device__ __forceinline__ float From(uint64_t u) {
-    return __uint_as_float(static_cast<uint32_t>(u));
-  }
-};
-template <>
-struct BitsOf<double> {
-  static __device__ __forceinline__ uint64_t Of(double v) {
-    return static_cast<uint64_t>(__double_as_longlong(v));
-  }
-  static __device__ __forceinline__ double From(uint64_t u) {
-    return __longlong_as_double(static_cast<long long>(u));
-  }
-};
-template <>
-struct BitsOf<__half> {
-  static __device__ __forceinline__ uint16_t Of(__half v) { return __half_as_ushort(v); }
-  static __device__ __forceinline__ __half From(uint64_t u) {
-    return __ushort_as_half(static_cast<uint16_t>(u));
-  }
-};
-template <>
-struct BitsOf<__nv_bfloat16> {
-  static __device__ __forceinline__ uint16_t Of(__nv_bfloat16 v) { return __bfloat16_as_ushort(v); }
-  static __device__ __forceinline__ __nv_bfloat16 From(uint64_t u) {
-    return __ushort_as_bfloat16(static_cast<uint16_t>(u));
-  }
-};
-
-template <int N, typename D>
-__device__ __forceinline__ cuda::Vec<D, N> LoadVec(const D* p) {
-  constexpr int kSize = static_cast<int>(sizeof(D));
-  constexpr int kWords = N * kSize / 4;
-  static_assert(kWords == 1 || kWords == 2 || kWords == 4, "a Vec access is 4, 8 or 16 bytes");
-  uint32_t w[kWords];
-  if constexpr (kWords == 4) {
-    const uint4 raw = *reinterpret_cast<const uint4*>(p);
-    w[0] = raw.x, w[1] = raw.y, w[2] = raw.z, w[3] = raw.w;
-  } else if constexpr (kWords == 2) {
-    const uint2 raw = *reinterpret_cast<const uint2*>(p);
-    w[0] = raw.x, w[1] = raw.y;
-  } else {
-    w[0] = *reinterpret_cast<const uint32_t*>(p);
-  }
-  cuda::Vec<D, N> v;
-#pragma unroll
-  for (int i = 0; i < N; ++i) {
-    if constexpr (kSize == 8) {
-      v.values[i] = BitsOf<D>::From(w[2 * i] | (static_cast<uint64_t>(w[2 * i + 1]) << 32));
-    } else {
-      v.values[i] = BitsOf<D>::From(w[i * kSize / 4] >> (8 * (i * kSize % 4)));
-    }
-  }
-  return v;
-}
-
-template <int N, typename D>
-__device__ __forceinline__ void StoreVec(D* p, const cuda::Vec<D, N>& v) {
-  constexpr int kSize = static_cast<int>(sizeof(D));
-  constexpr int kWords = N * kSize / 4;
-  static_assert(kWords == 1 || kWords == 2 || kWords == 4, "a Vec access is 4, 8 or 16 bytes");
-  uint32_t w[kWords];
-#pragma unroll
-  for (int k = 0; k < kWords; ++k) w[k] = 0;
-#pragma unroll
-  for (int i = 0; i < N; ++i) {
-    const uint64_t bits = BitsOf<D>::Of(v.values[i]);
-    if constexpr (kSize == 8) {
-      w[2 * i] = static_cast<uint32_t>(bits);
-      w[2 * i + 1] = static_cast<uint32_t>(bits >> 32);
-    } else {
-      w[i * kSize / 4] |= static_cast<uint32_t>(bits) << (8 * (i * kSize % 4));
-    }
-  }
-  // __stwb: a plain (write-back) store that nvcc keeps whole.
-  if constexpr (kWords == 4) {
-    __stwb(reinterpret_cast<uint4*>(p), make_uint4(w[0], w[1], w[2], w[3]));
-  } else if constexpr (kWords == 2) {
-    __stwb(reinterpret_cast<uint2*>(p), make_uint2(w[0], w[1]));
-  } else {
-    __stwb(reinterpret_cast<unsigned*>(p), w[0]);
-  }
-}
-
 // N consecutive elements, as one Vec<D, N> access (kVec, aligned) or one by one.
 template <int N, bool kVec, typename D>
 __device__ __forceinline__ void LoadAcc(const D* p, cuda::Acc<D> (&out)[N]) {
   if constexpr (kVec) {
-    const cuda::Vec<D, N> v = LoadVec<N>(p);
+    const cuda::Vec<D, N> v = cuda::LoadPacked<N>(p);
 #pragma unroll
     for (int j = 0; j < N; ++j) out[j] = cuda::ToAcc(v.values[j]);
   } else {
@@ -148,7 +54,7 @@ __device__ __forceinline__ void StoreAcc(D* p, const cuda::Acc<D> (&in)[N]) {
     cuda::Vec<D, N> v;
 #pragma unroll
     for (int j = 0; j < N; ++j) v.values[j] = cuda::FromAcc<D>(in[j]);
-    StoreVec<N>(p, v);
+    cuda::StorePacked<N>(p, v);
   } else {
 #pragma unroll
     for (int j = 0; j < N; ++j) p[j] = cuda::FromAcc<D>(in[j]);
@@ -195,7 +101,7 @@ __device__ __forceinline__ void StorePairs(D* head, int64_t half, int64_t k, con
 template <int E, bool kVec, typename D>
 __device__ __forceinline__ void CopyUnit(const D* from, D* to) {
   if constexpr (kVec) {
-    StoreVec<E>(to, LoadVec<E>(from));
+    cuda::StorePacked<E>(to, cuda::LoadPacked<E>(from));
   } else {
 #pragma unroll
     for (int j = 0; j < E; ++j) to[j] = from[j];
@@ -239,8 +145,8 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int j = 0; j < P; ++j) {
           const A sj = sign * sn[j];
-          ya[j] = Fma(-b[j], sj, a[j] * c[j]);
-          yb[j] = Fma(a[j], sj, b[j] * c[j]);
+          ya[j] = cuda::Fma(-b[j], sj, a[j] * c[j]);
+          yb[j] = cuda::Fma(a[j], sj, b[j] * c[j]);
         }
         StorePairs<P, kVec, kInterleaved>(yr + offset, g.half, k, ya, yb);
       } else {
@@ -302,10 +208,10 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
           for (int j = 0; j < P; ++j) {
             // Rotation by minus the angle: a c + b s, b c - a s.
-            dxa[j] = Fma(gb[j], sn[j], ga[j] * c[j]);
-            dxb[j] = Fma(-ga[j], sn[j], gb[j] * c[j]);
-            sum_cos[j] += Fma(gb[j], xb[j], ga[j] * xa[j]);
-            sum_sin[j] += Fma(-ga[j], xb[j], gb[j] * xa[j]);
+            dxa[j] = cuda::Fma(gb[j], sn[j], ga[j] * c[j]);
+            dxb[j] = cuda::Fma(-ga[j], sn[j], gb[j] * c[j]);
+            sum_cos[j] += cuda::Fma(gb[j], xb[j], ga[j] * xa[j]);
+            sum_sin[j] += cuda::Fma(-ga[j], xb[j], gb[j] * xa[j]);
           }
           StorePairs<P, kVec, kInterleaved>(grad_x + offset, g.half, k, dxa, dxb);
           if (++h == g.heads) {
@@ -526,19 +432,10 @@ OPBRIDGE_INSTANTIATE(BFloat16)
 
 namespace {
 
-// The dtype dispatch of the CPU launch, returning the launch's Status.
-template <typename Body>
-Status DispatchStorage(const std::string& dtype, Body&& body) {
-  Status launched;
-  const Status dispatched =
-      DispatchFloatingOrHalf(kRotaryEmbeddingSpec, "x", dtype, [&](auto tag) { launched = body(tag); });
-  return dispatched.ok() ? launched : dispatched;
-}
-
 Status LaunchRotaryEmbeddingCuda(const KernelArgs& args) {
   const RotaryDims dims = RotaryDimsOf(args.input_infos[0].shape, args.input_infos[1].shape);
   const RotaryAttrs attrs{args.attrs[0].number != 0.0};
-  return DispatchStorage(args.input_infos[0].dtype, [&](auto tag) {
+  return cuda::DispatchStorage(kRotaryEmbeddingSpec, "x", args.input_infos[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     return RotaryEmbeddingForwardCuda<T>(
         static_cast<const T*>(args.inputs[0]), static_cast<const T*>(args.inputs[1]),
@@ -551,7 +448,7 @@ Status LaunchRotaryEmbeddingCuda(const KernelArgs& args) {
 Status LaunchRotaryEmbeddingBackwardCuda(const KernelArgs& args) {
   const RotaryDims dims = RotaryDimsOf(args.input_infos[1].shape, args.input_infos[2].shape);
   const RotaryAttrs attrs{args.attrs[0].number != 0.0};
-  return DispatchStorage(args.input_infos[1].dtype, [&](auto tag) {
+  return cuda::DispatchStorage(kRotaryEmbeddingSpec, "x", args.input_infos[1].dtype, [&](auto tag) {
     using T = decltype(tag);
     T* grad_cos = static_cast<T*>(args.outputs[1]);
     T* grad_sin = static_cast<T*>(args.outputs[2]);

@@ -142,19 +142,10 @@ OPBRIDGE_INSTANTIATE(BFloat16)
 
 namespace {
 
-// The dtype dispatch of the CPU launch, returning the launch's Status.
-template <typename Body>
-Status DispatchStorage(const std::string& dtype, Body&& body) {
-  Status launched;
-  const Status dispatched =
-      DispatchFloatingOrHalf(kScaledClampSpec, "x", dtype, [&](auto tag) { launched = body(tag); });
-  return dispatched.ok() ? launched : dispatched;
-}
-
 Status LaunchScaledClampCuda(const KernelArgs& args) {
   const ScaledClampAttrs attrs{args.attrs[0].number, args.attrs[1].number, args.attrs[2].number};
   const int64_t n = NumElements(args.input_infos[0].shape);
-  return DispatchStorage(args.input_infos[0].dtype, [&](auto tag) {
+  return cuda::DispatchStorage(kScaledClampSpec, "x", args.input_infos[0].dtype, [&](auto tag) {
     using T = decltype(tag);
     return ScaledClampForwardCuda<T>(static_cast<const T*>(args.inputs[0]), static_cast<T*>(args.outputs[0]),
                                      n, attrs, args.stream);
@@ -165,7 +156,7 @@ Status LaunchScaledClampCuda(const KernelArgs& args) {
 Status LaunchScaledClampBackwardCuda(const KernelArgs& args) {
   const ScaledClampAttrs attrs{args.attrs[0].number, args.attrs[1].number, args.attrs[2].number};
   const int64_t n = NumElements(args.input_infos[1].shape);
-  return DispatchStorage(args.input_infos[1].dtype, [&](auto tag) {
+  return cuda::DispatchStorage(kScaledClampSpec, "x", args.input_infos[1].dtype, [&](auto tag) {
     using T = decltype(tag);
     return ScaledClampBackwardCuda<T>(static_cast<const T*>(args.inputs[0]),
                                       static_cast<const T*>(args.inputs[1]), static_cast<T*>(args.outputs[0]),
