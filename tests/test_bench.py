@@ -5,7 +5,9 @@ checked."""
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -197,3 +199,60 @@ def test_contrib_rewrite_names_the_fused_operators():
         model = bench.export_onnx(case.module(args), bench.tensors_of(args), route="contrib")
         found[name] = bench.bench_models.contrib_ops(onnx.load_from_string(model))
     assert found == {"bias_gelu": ["BiasGelu"], "rms_norm": []}
+
+
+def _targets_module():
+    path = Path(__file__).parents[1] / "benchmarks" / "targets.py"
+    spec = importlib.util.spec_from_file_location("bench_targets", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_targets_are_read_from_the_largest_shape_and_judged_by_ratio():
+    def result(op, shape, pass_, impl, us, threads=2):
+        nbytes = 8 * 4096 * shape[0]
+        return {
+            "op": op,
+            "shape": shape,
+            "dtype": "float32",
+            "threads": threads,
+            "pass": pass_,
+            "impl": impl,
+            "median_us": us,
+            "p99_us": us,
+            "gbps": nbytes / us / 1e3,
+        }
+
+    report = {
+        "copy_gbps": 10.0,
+        "results": [
+            # the cache size would meet everything; only the DRAM one counts
+            result("my_op", [64, 4096], "fwd", "opbridge_torch", 1.0),
+            result("my_op", [64, 4096], "fwd", "torch_compile", 9.0),
+            result("my_op", [2048, 4096], "fwd", "opbridge_torch", 100.0),
+            result("my_op", [2048, 4096], "fwd", "torch_compile", 90.0),
+            result("my_op", [2048, 4096], "fwd", "ort_custom", 100.0),
+            result("my_op", [2048, 4096], "fwd", "ort_standard", 300.0),
+            result("my_op", [2048, 4096], "fwd", "ort_contrib", 120.0),
+            result("my_op", [2048, 4096], "fwd+bwd", "opbridge_torch", 100.0),
+            result("my_op", [2048, 4096], "fwd+bwd", "torch_builtin", 140.0),
+            result("my_op", [2048, 4096], "fwd", "torch_compile", 1.0, threads=1),
+            result("llama_decode", [8, 16, 1024], "fwd", "ort_custom", 10.0),
+            result("llama_decode", [8, 16, 1024], "fwd", "ort_fused", 11.0),
+            result("llama_decode", [8, 16, 1024], "fwd", "ort_standard", 9.0),
+        ],
+    }
+    got = {
+        target: (measured, met) for target, _, measured, met in _targets_module().rows(report, 2)
+    }
+    assert got["my_op 2048x4096 fwd: opbridge_torch vs torch_compile"] == ("0.90x", False)
+    assert got["my_op 2048x4096 fwd: ort_custom vs the better ORT anchor (ort_contrib)"] == (
+        "1.20x",
+        True,
+    )
+    # 8 * 4096 * 2048 bytes in 100 us is 671 GB/s against a copy of 10 GB/s
+    assert got["my_op 2048x4096 fwd: opbridge_torch share of copy bandwidth"][1] is True
+    assert got["my_op 2048x4096 fwd+bwd: opbridge_torch vs torch_builtin"] == ("1.40x", False)
+    assert got["llama_decode: ort_custom vs the fastest other (ort_standard)"] == ("0.90x", False)
+    assert not any(target.startswith("my_op 64x4096") for target in got)
