@@ -8,10 +8,14 @@
 # as a check that opbridge builds and runs on the next torch release, and,
 # since that torch is a CUDA build, as the CUDA build's check: opbridge is
 # built here with OPBRIDGE_CUDA=ON (every kernel.cu compiled by the machine's
-# nvcc for sm_80 and sm_90, the PyTorch adapter's CUDA dispatch and the ONNX
-# Runtime library's CUDA execution-provider ops compiled and linked), and
+# nvcc, the PyTorch adapter's CUDA dispatch and the ONNX Runtime library's
+# CUDA execution-provider ops compiled and linked), and
 # tests/timm/test_cuda_build.py checks what can be checked without a GPU.
+# The kernels are compiled for one architecture, OPBRIDGE_CHECK_CUDA_ARCHS
+# (default 80, the oldest the build supports): the source is the same for
+# every architecture, and each one more costs minutes of nvcc on two cores.
 set -euo pipefail
+CUDA_ARCHS="${OPBRIDGE_CHECK_CUDA_ARCHS:-80}"
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 VENV="$ROOT/.venv-timm"
@@ -41,12 +45,13 @@ if [[ -z "$cuda_root" || ! -d "$cuda_root/include" ]]; then
   echo "[timm] needs the CUDA toolkit to build against torch's CUDA build: set CUDA_HOME or put nvcc on PATH" >&2
   exit 1
 fi
-want="$(git ls-files -s csrc python cmake CMakeLists.txt pyproject.toml requirements-timm.txt | sha256sum | cut -d' ' -f1)-$(git diff HEAD -- csrc python cmake CMakeLists.txt pyproject.toml | sha256sum | cut -d' ' -f1)"
+want="$(git ls-files -s csrc python cmake CMakeLists.txt pyproject.toml requirements-timm.txt | sha256sum | cut -d' ' -f1)-$CUDA_ARCHS-$(git diff HEAD -- csrc python cmake CMakeLists.txt pyproject.toml | sha256sum | cut -d' ' -f1)"
 if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$want" ]]; then
   log "building opbridge against $("$VENV/bin/python" -c 'import torch; print("torch", torch.__version__)')"
   "$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps --force-reinstall . \
     -Cbuild-dir="$BUILD" -Ccmake.define.CUDA_TOOLKIT_ROOT_DIR="$cuda_root" \
     -Ccmake.define.CMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc" -Ccmake.define.OPBRIDGE_CUDA=ON \
+    -Ccmake.define.CMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS" \
     -Ccmake.define.OPBRIDGE_WERROR=ON
   mkdir -p "$(dirname "$STAMP")"
   echo "$want" >"$STAMP"

@@ -9,8 +9,10 @@ VENV="$ROOT/.venv"
 OUT="$ROOT/build/wheel"
 SCRATCH="$ROOT/build/wheel-venv"
 rm -rf "$OUT"
+# Warnings as errors, as in every CI build; it also makes the compile commands
+# those of ./dev's build, so ccache serves most of them.
 "$VENV/bin/python" -m pip wheel -q --no-build-isolation --no-deps "$ROOT" -w "$OUT" \
-  -Cbuild-dir="$ROOT/build/wheel-build"
+  -Cbuild-dir="$ROOT/build/wheel-build" -Ccmake.define.OPBRIDGE_WERROR=ON
 wheel=("$OUT"/opbridge-*.whl)
 echo "[check_wheel] built $(basename "${wheel[0]}") ($(du -h "${wheel[0]}" | cut -f1))" >&2
 if [[ ! -x "$SCRATCH/bin/python" ]]; then

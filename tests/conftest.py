@@ -14,6 +14,12 @@ import torch
 
 warnings.filterwarnings("ignore", message=".*LeafSpec.*", category=FutureWarning)
 
+# Under pytest-xdist (`./dev test` runs one worker per core), each worker
+# keeps to one intra-op thread, so workers do not spin-wait on each other's
+# cores. Tests of thread counts set their own.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    torch.set_num_threads(1)
+
 
 @pytest.fixture(autouse=True)
 def _seed():

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from filelock import FileLock
+
 PYTHON = sys.executable
 
 
@@ -20,7 +22,17 @@ def run(*command, cwd=None) -> str:
 
 @contextlib.contextmanager
 def installed(project: Path, distribution: str):
-    """``pip install --no-build-isolation -e project`` for the block's duration."""
+    """``pip install --no-build-isolation -e project`` for the block's duration.
+
+    One such block at a time per environment: pytest-xdist workers share it,
+    and pip does not guard site-packages against a concurrent pip."""
+    with FileLock(str(Path(sys.prefix) / ".opbridge-tests-pip.lock")):
+        with _installed(project, distribution):
+            yield
+
+
+@contextlib.contextmanager
+def _installed(project: Path, distribution: str):
     run(
         PYTHON,
         "-m",
