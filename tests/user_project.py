@@ -26,9 +26,11 @@ def installed(project: Path, distribution: str):
 
     One such block at a time per environment: pytest-xdist workers share it,
     and pip does not guard site-packages against a concurrent pip."""
-    with FileLock(str(Path(sys.prefix) / ".opbridge-tests-pip.lock")):
-        with _installed(project, distribution):
-            yield
+    with (
+        FileLock(str(Path(sys.prefix) / ".opbridge-tests-pip.lock")),
+        _installed(project, distribution),
+    ):
+        yield
 
 
 @contextlib.contextmanager
