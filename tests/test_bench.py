@@ -169,6 +169,21 @@ def test_quick_end_to_end_models(tmp_path, capsys):
     assert "torch_compile: left out at --quick sizes" in capsys.readouterr().out
 
 
+def test_half_types_are_timed_in_both_runtimes(tmp_path):
+    # bfloat16 has no NumPy type: ONNX Runtime gets it through IO binding
+    out = tmp_path / "half.json"
+    argv = ["bench", "--quick", "--ops", "rms_norm", "--dtypes", "float16", "bfloat16"]
+    argv += ["--threads", "1", "--no-backward", "--no-model", "--json", str(out)]
+    argv += ["--impls", "opbridge_torch", "ort_custom"]
+    assert main(argv) == 0
+    timed = {(r["dtype"], r["impl"]) for r in json.loads(out.read_text())["results"]}
+    assert timed == {
+        (dtype, impl)
+        for dtype in ("float16", "bfloat16")
+        for impl in ("opbridge_torch", "ort_custom")
+    }
+
+
 def test_composite_twin_runs_without_opbridge_operators():
     from opbridge import bench_models
 
