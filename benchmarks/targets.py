@@ -55,9 +55,17 @@ def rows(report: dict, threads: int) -> list[tuple[str, str, str, bool]]:
     ops = sorted({op for (op, _, _) in cases if op not in MODELS and op != "demo_model"})
     out = []
 
-    def ratio(impls, alternative, base):
-        a, b = impls.get(alternative), impls.get(base)
-        return None if a is None or b is None else a["median_us"] / b["median_us"]
+    def speedup(target, impls, base, alternatives, goal=1.0):
+        """base against the fastest of alternatives that ran, if any did."""
+        ratios = [
+            (impls[name]["median_us"] / impls[base]["median_us"], name)
+            for name in alternatives
+            if name in impls and base in impls
+        ]
+        if ratios:
+            r, name = min(ratios)
+            named = f" ({name})" if len(alternatives) > 1 else ""
+            out.append((f"{target}{named}", f">= {goal:.1f}x", f"{r:.2f}x", r >= goal))
 
     for op in ops:
         shape = _dram_shape(cases, op)
@@ -66,75 +74,29 @@ def rows(report: dict, threads: int) -> list[tuple[str, str, str, bool]]:
         for base in ("opbridge_torch", "ort_custom"):
             if base not in fwd:
                 continue
-            r = ratio(fwd, "torch_compile", base)
-            if r is not None:
-                out.append(
-                    (f"{op} {size} fwd: {base} vs torch_compile", ">= 1.0x", f"{r:.2f}x", r >= 1.0)
-                )
-            anchors = [(name, ratio(fwd, name, base)) for name in ("ort_standard", "ort_contrib")]
-            anchors = [(name, r) for name, r in anchors if r is not None]
-            if anchors:
-                name, r = min(anchors, key=lambda a: a[1])
-                out.append(
-                    (
-                        f"{op} {size} fwd: {base} vs the better ORT anchor ({name})",
-                        ">= 1.0x",
-                        f"{r:.2f}x",
-                        r >= 1.0,
-                    )
-                )
-            share = fwd[base]["gbps"] / copy
-            out.append(
-                (
-                    f"{op} {size} fwd: {base} share of copy bandwidth",
-                    ">= 75%",
-                    f"{100 * share:.0f}%",
-                    share >= 0.75,
-                )
+            speedup(f"{op} {size} fwd: {base} vs torch_compile", fwd, base, ["torch_compile"])
+            speedup(
+                f"{op} {size} fwd: {base} vs the better ORT anchor",
+                fwd,
+                base,
+                ["ort_standard", "ort_contrib"],
             )
+            share = fwd[base]["gbps"] / copy
+            target = f"{op} {size} fwd: {base} share of copy bandwidth"
+            out.append((target, ">= 75%", f"{100 * share:.0f}%", share >= 0.75))
         both = cases.get((op, shape, "fwd+bwd"), {})
-        if "opbridge_torch" in both:
-            r = ratio(both, "torch_compile", "opbridge_torch")
-            if r is not None:
-                out.append(
-                    (
-                        f"{op} {size} fwd+bwd: opbridge_torch vs torch_compile",
-                        ">= 1.0x",
-                        f"{r:.2f}x",
-                        r >= 1.0,
-                    )
-                )
-            r = ratio(both, "torch_builtin", "opbridge_torch")
-            if r is not None:
-                out.append(
-                    (
-                        f"{op} {size} fwd+bwd: opbridge_torch vs torch_builtin",
-                        ">= 1.5x",
-                        f"{r:.2f}x",
-                        r >= 1.5,
-                    )
-                )
+        target = f"{op} {size} fwd+bwd: opbridge_torch vs"
+        speedup(f"{target} torch_compile", both, "opbridge_torch", ["torch_compile"])
+        speedup(f"{target} torch_builtin", both, "opbridge_torch", ["torch_builtin"], goal=1.5)
 
     for model in MODELS:
         for (op, _shape, _), impls in cases.items():
-            if op != model:
-                continue
-            for base, alternatives in (
-                ("opbridge_torch", TORCH_MODEL_ALTERNATIVES),
-                ("ort_custom", ORT_MODEL_ALTERNATIVES),
-            ):
-                measured = [(name, ratio(impls, name, base)) for name in alternatives]
-                measured = [(name, r) for name, r in measured if r is not None]
-                if base in impls and measured:
-                    name, r = min(measured, key=lambda a: a[1])
-                    out.append(
-                        (
-                            f"{model}: {base} vs the fastest other ({name})",
-                            ">= 1.0x",
-                            f"{r:.2f}x",
-                            r >= 1.0,
-                        )
-                    )
+            if op == model:
+                for base, alternatives in (
+                    ("opbridge_torch", TORCH_MODEL_ALTERNATIVES),
+                    ("ort_custom", ORT_MODEL_ALTERNATIVES),
+                ):
+                    speedup(f"{model}: {base} vs the fastest other", impls, base, alternatives)
     return out
 
 
