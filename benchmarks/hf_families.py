@@ -14,7 +14,7 @@ import json
 import torch
 
 from opbridge import hf
-from opbridge.adoption import table
+from opbridge.integrations.adoption import table
 
 
 def main() -> None:

@@ -23,11 +23,11 @@ import onnxruntime
 import torch
 
 import opbridge
+from opbridge.autoroute import Call, _one_call
 from opbridge.bench import op_sizes
 from opbridge.demo import build_demo
 from opbridge.ops import card
-from opbridge.ort import bind
-from opbridge.routes import Call, _one_call
+from opbridge.runtimes.onnxruntime import bind
 
 
 def _median_ms(fn, repeats: int) -> float:

@@ -31,8 +31,8 @@ import onnxruntime
 import torch
 
 import opbridge
-from opbridge.models import LlamaStyleBlock, SmallVisionNet
-from opbridge.quantize import dataset_report, quantize
+from opbridge.demo.models import LlamaStyleBlock, SmallVisionNet
+from opbridge.deploy.quantize import dataset_report, quantize
 
 
 def _median_ms(path: Path, feeds: dict, threads: int, repeats: int) -> float:

@@ -24,10 +24,10 @@ import warnings
 import torch
 
 import opbridge
+from opbridge.autoroute import Call, _one_call
 from opbridge.bench import op_sizes
 from opbridge.ops import cards
-from opbridge.ort import InferenceSession
-from opbridge.routes import Call, _one_call
+from opbridge.runtimes.onnxruntime import InferenceSession
 
 
 def _time(model: bytes, feeds: dict, threads: int, repeats: int) -> float:

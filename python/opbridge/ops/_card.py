@@ -55,6 +55,9 @@ class Card:
       Runtime's own operators (``b.contrib``) where one computes exactly the
       op's result, the standard form for the other cases; None when the
       standard form is the ``ort`` route's too.
+    - ``forms``: the forms of other routes, by route name (a route registered
+      in :mod:`opbridge.export.routes` reads its own here); :meth:`form`
+      looks up any route's.
     - ``namespace``: ``torch.ops.<namespace>.<name>`` holds the operator.
     - ``bench_backward``: whether the benchmark times a forward+backward pass
       (every output gets a gradient of ones).
@@ -71,9 +74,17 @@ class Card:
     ort: Callable | None = None
     namespace: str = BUILTIN_NAMESPACE
     bench_backward: bool = True
+    forms: dict[str, Callable] = field(default_factory=dict)
     # Where the card is defined (a file or module), for messages; filled in
     # when the card is loaded or registered.
     origin: str = ""
+
+    def form(self, route: str) -> Callable | None:
+        """The card's form for ``route``: ``forms[route]``, else the field of
+        that name (``standard``, ``ort``), else None."""
+        if route in self.forms:
+            return self.forms[route]
+        return getattr(self, route, None) if route in ("standard", "ort") else None
 
     @property
     def qualified_name(self) -> str:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from opbridge.ops._builder import Builder
 from opbridge.ops._card import Card, Sample
-from opbridge.ops._contrib import skip_normalization
 from opbridge.ops._inputs import bench_generator, bench_randn, bench_weight, make, with_grad
+from opbridge.ops.builder import Builder
+from opbridge.ops.contrib import skip_normalization
 from opbridge.ops.layer_norm import composite as layer_norm_composite
 from opbridge.ops.layer_norm import ones_of_last_dim
 from opbridge.ops.layer_norm import reference as layer_norm_reference

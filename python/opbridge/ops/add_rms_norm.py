@@ -5,10 +5,10 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from opbridge.ops._builder import Builder
 from opbridge.ops._card import Card, Sample
-from opbridge.ops._contrib import skip_normalization
 from opbridge.ops._inputs import bench_generator, bench_randn, bench_weight, make, with_grad
+from opbridge.ops.builder import Builder
+from opbridge.ops.contrib import skip_normalization
 from opbridge.ops.rms_norm import composite as rms_norm_composite
 from opbridge.ops.rms_norm import reference as rms_norm_reference
 from opbridge.ops.rms_norm import standard as rms_norm_standard

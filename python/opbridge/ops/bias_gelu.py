@@ -7,9 +7,9 @@ import math
 import torch
 import torch.nn.functional as F
 
-from opbridge.ops._builder import Builder
 from opbridge.ops._card import Card, Sample
 from opbridge.ops._inputs import bench_generator, bench_randn, make, with_grad
+from opbridge.ops.builder import Builder
 
 
 def bias_gelu(x: torch.Tensor, bias: torch.Tensor, approximate: str = "none") -> torch.Tensor:

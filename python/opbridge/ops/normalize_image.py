@@ -6,9 +6,9 @@ from collections.abc import Sequence
 
 import torch
 
-from opbridge.ops._builder import Builder
 from opbridge.ops._card import Card, Sample
 from opbridge.ops._inputs import bench_generator
+from opbridge.ops.builder import Builder
 
 
 def normalize_image(

@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from opbridge.ops._builder import Builder
 from opbridge.ops._card import Card, Sample
 from opbridge.ops._inputs import bench_generator, bench_randn, bench_weight, make, with_grad
+from opbridge.ops.builder import Builder
 
 
 def rms_norm(

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import torch
 
-from opbridge.ops._builder import Builder
 from opbridge.ops._card import Card, Sample
 from opbridge.ops._inputs import bench_generator, bench_randn, make, with_grad
+from opbridge.ops.builder import Builder
 
 
 def scaled_clamp(

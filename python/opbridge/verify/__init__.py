@@ -34,8 +34,8 @@ Modules by concern: :mod:`~opbridge.verify.core` (the run),
 :mod:`~opbridge.verify.cli` (``opbridge verify``).
 """
 
-from opbridge.ort import OPTIMIZATION_LEVELS as LEVEL_ENUMS
-from opbridge.ort import available_levels
+from opbridge.runtimes.onnxruntime import OPTIMIZATION_LEVELS as LEVEL_ENUMS
+from opbridge.runtimes.onnxruntime import available_levels
 from opbridge.verify.comparison import (
     DEFAULT_TOLERANCE,
     DEFAULT_TOLERANCE_FLOAT64,
@@ -45,6 +45,7 @@ from opbridge.verify.comparison import (
 )
 from opbridge.verify.core import SessionFactory, default_session_factory, dynamic_spec, verify
 from opbridge.verify.layers import map_modules
+from opbridge.verify.options import Sweep, VerifyOptions
 from opbridge.verify.report import (
     FAIL,
     IN_ACCUMULATION,
@@ -94,7 +95,9 @@ __all__ = [
     "ReferenceRun",
     "SessionFactory",
     "Stats",
+    "Sweep",
     "VerificationReport",
+    "VerifyOptions",
     "available_levels",
     "compare",
     "default_session_factory",

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -14,12 +14,14 @@ from typing import Any
 import numpy as np
 import torch
 
-from opbridge.onnx import METADATA_ROUTE_KEY, ROUTES, dynamic_spec
-from opbridge.onnx import export as export_onnx
-from opbridge.ort import InferenceSession, load_model
+from opbridge import runtimes
+from opbridge.export import METADATA_ROUTE_KEY, dynamic_spec, routes
+from opbridge.export import export as export_onnx
+from opbridge.runtimes.onnxruntime import InferenceSession, load_model
 from opbridge.verify import reference as against_reference
 from opbridge.verify.comparison import Tolerance, compare
 from opbridge.verify.layers import LayerCheck, Recorder, record
+from opbridge.verify.options import VerifyOptions
 from opbridge.verify.report import (
     FAIL,
     PASS,
@@ -39,7 +41,6 @@ from opbridge.verify.structure import (
     structure_checks,
 )
 from opbridge.verify.sweeps import (
-    BASE_LEVEL,
     Case,
     build_cases,
     leaves,
@@ -55,6 +56,13 @@ def default_session_factory(model: bytes, level: str):
     return InferenceSession(model, optimization_level=level)
 
 
+def session_factory_of(runtime: runtimes.Runtime) -> SessionFactory:
+    """Sessions of ``runtime`` at a level, with every library registered."""
+    if runtime.name == runtimes.DEFAULT:
+        return default_session_factory
+    return lambda model, level: runtime.session(model, level=level)
+
+
 def verify(
     model: torch.nn.Module,
     args: Any,
@@ -62,23 +70,17 @@ def verify(
     route: str | None = None,
     reference: torch.nn.Module | None = None,
     onnx_model: Any = None,
-    rtol: float | None = None,
-    atol: float | None = None,
-    opset: int | None = None,
-    dynamo: bool = True,
-    dynamic_shapes: Any = None,
-    dynamic_batch: bool = True,
-    dynamic_sequence: bool = False,
-    batch_sizes: Sequence[int] | None = None,
-    sequence_lengths: Sequence[int] | None = None,
-    draws: int = 3,
-    inputs: Any = None,
-    levels: Sequence[str] | None = None,
-    layers: bool = True,
-    session_factory: SessionFactory | None = None,
-    seed: int = 0,
+    runtime: str | runtimes.Runtime | None = None,
+    options: VerifyOptions | None = None,
+    **keywords: Any,
 ) -> VerificationReport:
-    """Verifies that ``model`` computes the same numbers in PyTorch and ONNX Runtime.
+    """Verifies that ``model`` computes the same numbers in PyTorch and a runtime.
+
+    ``options`` (:class:`VerifyOptions`: the export's settings, the sweep and
+    the tolerance) holds every setting below; each may also be given as a
+    keyword (``rtol=``, ``opset=``, ``dynamic_batch=``, ``batch_sizes=``,
+    ``levels=``, ``layers=``, ``session_factory=``, ...), which wins over
+    ``options``.
 
     ``args`` are the example inputs (a tuple, or one tensor). Without
     ``onnx_model`` the model is exported by ``route`` (required: one of
@@ -121,12 +123,23 @@ def verify(
     default they follow the PyTorch tensor's dtype: 1e-7 for float64
     (``DEFAULT_TOLERANCE_FLOAT64``), 1e-5 for the others.
 
-    ``session_factory(model_bytes, level)`` makes the ONNX Runtime sessions
-    (default :func:`default_session_factory`). ``layers=False`` skips the
-    layer-by-layer comparisons.
+    ``runtime`` is the runtime to verify in (a name of
+    :func:`opbridge.runtimes.names`, default ONNX Runtime): its levels, its
+    sessions. ``session_factory(model_bytes, level)`` makes the sessions
+    instead (default :func:`default_session_factory` for ONNX Runtime).
+    ``layers=False`` skips the layer-by-layer comparisons.
     """
-    if route is not None and route not in ROUTES:
-        raise ValueError(f"opbridge.verify: route must be one of {ROUTES}, got {route!r}")
+    runtime = runtimes.get(runtime)
+    settings = (options or VerifyOptions()).merged(keywords)
+    rtol, atol, session_factory = settings.rtol, settings.atol, settings.session_factory
+    exporting, sweep = settings.export, settings.sweep
+    opset, dynamo = exporting.opset, exporting.dynamo
+    dynamic_shapes, dynamic_batch = exporting.dynamic_shapes, exporting.dynamic_batch
+    dynamic_sequence = settings.dynamic_sequence
+    levels, batch_sizes, sequence_lengths = sweep.levels, sweep.batch_sizes, sweep.sequence_lengths
+    draws, inputs, seed, layers = sweep.draws, sweep.inputs, sweep.seed, sweep.layers
+    if route is not None and route not in routes.choices():
+        raise ValueError(f"opbridge.verify: route must be one of {routes.choices()}, got {route!r}")
     tolerance = Tolerance(rtol, atol)
     if isinstance(args, torch.Tensor):
         args = (args,)
@@ -147,8 +160,8 @@ def verify(
                 "opbridge.verify: sequence_lengths must be positive integers, got "
                 f"{sequence_lengths!r}"
             )
-    # BASE_LEVEL is the reference for the others; main_level is reported as the final outputs.
-    levels, main_level = resolve_levels(levels)
+    # The base level is the reference for the others; main_level is reported as the final outputs.
+    levels, main_level = resolve_levels(levels, runtime)
 
     asked: set[str] = set()  # the dimensions an export by verify is asked to make dynamic
     if onnx_model is not None:
@@ -157,7 +170,7 @@ def verify(
     elif route is None:
         raise TypeError(
             f"opbridge.verify: route is required to export the model: pass route= one of "
-            f"{ROUTES} (or onnx_model= to verify a model as given)"
+            f"{routes.choices()} (or onnx_model= to verify a model as given)"
         )
     else:
         proto, source = _export(
@@ -204,6 +217,9 @@ def verify(
         batch_dynamic = dynamic_batch or dynamic_shapes is not None
     report.warnings = _batch_one_warning(args, batch_dynamic) + _asked_but_static(asked, report)
     report.levels = levels
+    report.runtime = runtime.name
+    report.base_level = runtime.base_level
+    report.default_level = main_level
     cases, report.batch_sweep, report.sequence_sweep = build_cases(
         args,
         report.inputs,
@@ -221,8 +237,9 @@ def verify(
         cases=cases,
         levels=levels,
         main_level=main_level,
+        base_level=runtime.base_level,
         tolerance=tolerance,
-        factory=session_factory or default_session_factory,
+        factory=session_factory or session_factory_of(runtime),
         reference=reference,
     )
     run.open_sessions(proto, args, layers)
@@ -271,6 +288,7 @@ class _Run:
     cases: list[Case]
     levels: list[str]
     main_level: str  # whose results on the example are the report's final outputs
+    base_level: str  # the level that runs the graph as exported; the others are compared with it
     tolerance: Tolerance
     factory: SessionFactory
     reference: torch.nn.Module | None = None
@@ -286,7 +304,7 @@ class _Run:
 
     def open_sessions(self, proto, args: tuple, layers: bool) -> None:
         """Sessions for the model at every level, and the layer-by-layer check
-        (module outputs exposed, at BASE_LEVEL) when it applies."""
+        (module outputs exposed, at the base level) when it applies."""
         model_bytes = proto.SerializeToString()
         for level in self.levels:
             try:
@@ -297,7 +315,7 @@ class _Run:
             self.report.layer_mapping = "not run (layers=False)"
             return
         self.layers, self.report.layer_mapping = LayerCheck.prepare(
-            proto, self.model, args, self.factory
+            proto, self.model, args, self.factory, self.base_level
         )
 
     def run(self) -> None:
@@ -317,7 +335,7 @@ class _Run:
             expected = [to_numpy(t) for t in leaves(output)]
             self._run_levels(case, expected, self._run_reference(case, expected))
             if recorder is not None:
-                self._compare_layers(BASE_LEVEL, case, recorder)
+                self._compare_layers(self.base_level, case, recorder)
 
         # Where a level changes the results, compare layer by layer at that level
         # too (exposing module outputs may keep some fusions from happening).
@@ -388,7 +406,7 @@ class _Run:
     def _run_levels(
         self, case: Case, expected: list[np.ndarray], reference: list[np.ndarray] | None
     ) -> None:
-        """Runs ``case`` at every level; compares with PyTorch, with BASE_LEVEL,
+        """Runs ``case`` at every level; compares with PyTorch, with the base level,
         and with the ``reference`` model's outputs when there are some."""
         report, tolerance = self.report, self.tolerance
         base_outputs = None
@@ -424,7 +442,7 @@ class _Run:
                 cell.reference_max_abs_err, cell.reference_max_rel_err = abs_err, rel_err
             if case.label == "example" and level == self.main_level:
                 report.outputs = comparisons
-            if level == BASE_LEVEL:
+            if level == self.base_level:
                 base_outputs = got
             elif base_outputs is not None and len(base_outputs) == len(got):
                 against_base = [
@@ -518,8 +536,8 @@ def _model_route(proto, route: str | None) -> str:
         if route is None:
             raise ValueError(
                 f"opbridge.verify: the ONNX model has no {METADATA_ROUTE_KEY} metadata (it was "
-                f"not exported by opbridge.onnx.export); pass route= one of {ROUTES} to say "
-                "which route's rules it follows"
+                "not exported by opbridge.onnx.export); pass route= one of "
+                f"{routes.choices()} to say which route's rules it follows"
             )
         return route
     if route is not None and route != recorded:

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from opbridge.ort import OPTIMIZATION_LEVELS
+from opbridge.runtimes.onnxruntime import OPTIMIZATION_LEVELS
 from opbridge.verify.comparison import Stats, describe, format_error
-from opbridge.verify.report import (
-    FAIL,
-    NOT_APPLICABLE,
-    PASS,
-    WARN,
-    VerificationReport,
-)
+from opbridge.verify.status import FAIL, NOT_APPLICABLE, PASS, WARN
 from opbridge.verify.structure import shape_text
-from opbridge.verify.sweeps import BASE_LEVEL, DEFAULT_LEVEL
+
+if TYPE_CHECKING:  # the report calls this module; it is not imported here
+    from opbridge.verify.report import VerificationReport
 
 
 def format_report(report: VerificationReport) -> list[str]:
@@ -47,7 +44,7 @@ def format_report(report: VerificationReport) -> list[str]:
 
 
 def _outputs_section(report: VerificationReport) -> list[str]:
-    lines = [f"Final outputs (example inputs, {DEFAULT_LEVEL}) vs PyTorch"]
+    lines = [f"Final outputs (example inputs, {report.default_level}) vs PyTorch"]
     if not report.outputs:
         return [*lines, "  (not run)"]
     rows = [
@@ -95,11 +92,11 @@ def _sweeps_section(report: VerificationReport) -> list[str]:
             default=0.0,
         )
         lines.append(
-            f"FUSION PROBLEM at {level} ({OPTIMIZATION_LEVELS[level]}): results differ from "
-            f"{BASE_LEVEL} by up to {format_error(worst)}"
+            f"FUSION PROBLEM at {level} ({OPTIMIZATION_LEVELS.get(level, report.runtime)}): "
+            f"results differ from {report.base_level} by up to {format_error(worst)}"
         )
     if not report.fusion_problems:
-        lines.append(f"optimization levels: consistent with {BASE_LEVEL}")
+        lines.append(f"optimization levels: consistent with {report.base_level}")
     return lines
 
 

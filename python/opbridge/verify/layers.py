@@ -109,7 +109,12 @@ class LayerCheck:
 
     @classmethod
     def prepare(
-        cls, proto, model: torch.nn.Module, args: tuple, factory: Callable[[bytes, str], Any]
+        cls,
+        proto,
+        model: torch.nn.Module,
+        args: tuple,
+        factory: Callable[[bytes, str], Any],
+        base_level: str = BASE_LEVEL,
     ) -> tuple[LayerCheck | None, str]:
         """The check for ``proto`` (None where layer by layer cannot run) and
         the report's line saying what is mapped, or why nothing is."""
@@ -134,14 +139,14 @@ class LayerCheck:
         instrumented, exposed = _instrument(proto, wanted, torch_types)
         model_bytes = instrumented.SerializeToString()
         try:
-            session = factory(model_bytes, BASE_LEVEL)
+            session = factory(model_bytes, base_level)
         except Exception as error:
             return None, (
                 f"unavailable: ONNX Runtime could not load the model with module outputs "
                 f"exposed ({one_line(error)})"
             )
         mapped = [m for m in order if mapping.get(m) and set(mapping[m]) <= exposed]
-        check = cls(model_bytes, {BASE_LEVEL: session}, order, mapping, exposed, {})
+        check = cls(model_bytes, {base_level: session}, order, mapping, exposed, {})
         check.results = {module: check._initial_result(module) for module in order}
         return check, (
             f"available: {len(mapped)} of {len(order)} modules mapped to ONNX values "

@@ -11,19 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from opbridge._library import VERSION
-from opbridge.ort import OPTIMIZATION_LEVELS
+from opbridge.runtimes.onnxruntime import OPTIMIZATION_LEVELS
 from opbridge.verify.comparison import Comparison, describe, format_error
-from opbridge.verify.sweeps import BASE_LEVEL
+from opbridge.verify.status import FAIL, NOT_APPLICABLE, PASS, WARN, Check, one_line
+from opbridge.verify.sweeps import BASE_LEVEL, DEFAULT_LEVEL
 
-# Statuses of a check, a sweep cell or a layer.
-PASS, FAIL, WARN, NOT_APPLICABLE = "pass", "fail", "warn", "n/a"
-
-
-@dataclass
-class Check:
-    name: str
-    status: str  # pass, fail, warn or n/a
-    detail: str
+__all__ = ["FAIL", "NOT_APPLICABLE", "PASS", "WARN", "Check", "one_line"]  # and what follows
 
 
 @dataclass
@@ -128,6 +121,11 @@ class VerificationReport:
     # Final outputs: the example inputs at DEFAULT_LEVEL.
     outputs: list[Comparison] = field(default_factory=list)
     levels: list[str] = field(default_factory=list)
+    # The runtime verified in, its level that runs the graph as exported (the
+    # others are compared with it) and the one the final outputs come from.
+    runtime: str = "onnxruntime"
+    base_level: str = BASE_LEVEL
+    default_level: str = DEFAULT_LEVEL
     cells: list[Cell] = field(default_factory=list)
     fusion_problems: list[str] = field(default_factory=list)
     batch_sweep: str = ""  # "ran: 1, 4, 16" or why it did not apply
@@ -219,8 +217,8 @@ class VerificationReport:
                 f"{format_error(worst.max_abs_err)}"
             )
         lines += [
-            f"fusion problem at {level} ({OPTIMIZATION_LEVELS[level]}): results differ from "
-            f"{BASE_LEVEL}"
+            f"fusion problem at {level} ({OPTIMIZATION_LEVELS.get(level, self.runtime)}): "
+            f"results differ from {self.base_level}"
             for level in self.fusion_problems
         ]
         diverging = [r for r in self.layers if r.status == FAIL]
@@ -304,12 +302,6 @@ def counted(entries: list[tuple[str, str]]) -> list[str]:
         else:
             lines.append(f"{where} and {count - 1} more: {message} (x{count})")
     return lines
-
-
-def one_line(error: BaseException) -> str:
-    """An exception as one line for the report: its type and its first 500 characters."""
-    text = " ".join(str(error).split())
-    return f"{type(error).__name__}: {text[:500]}"
 
 
 def _plain(value: Any) -> Any:

@@ -8,20 +8,20 @@ from __future__ import annotations
 import torch
 
 from opbridge._library import ONNX_DOMAIN, ONNX_DOMAIN_VERSION, VERSION, libraries
-from opbridge.onnx import (
-    LIBRARY_FREE_ROUTES,
+from opbridge.export import (
     METADATA_DOMAIN_VERSION_KEY,
     METADATA_ROUTE_KEY,
     METADATA_VERSION_KEY,
-    ONNX_ATTRIBUTE_TYPES,
+    routes,
 )
-from opbridge.verify.report import FAIL, PASS, WARN, Check, one_line
+from opbridge.export.routes.custom import nodes_match_specs
+from opbridge.verify.status import FAIL, PASS, WARN, Check, one_line
 
 
 def structure_checks(model, route: str, torch_model, inputs, outputs) -> list[Check]:
     """Every structure check of ``model`` (exported by ``route``) against the
     PyTorch model and its example ``inputs`` and ``outputs`` (tensors)."""
-    from opbridge.ops._contrib import check_model
+    from opbridge.ops.contrib import check_model
 
     checks = []
     try:
@@ -42,10 +42,7 @@ def structure_checks(model, route: str, torch_model, inputs, outputs) -> list[Ch
     text = ", ".join(f"{d} {v}" for d, v in sorted(imports.items()))
     checks.append(Check("opset imports", FAIL if problems else PASS, "; ".join(problems) or text))
 
-    if route in LIBRARY_FREE_ROUTES:
-        checks.append(_check_no_library_nodes(model, route))
-    else:
-        checks.append(_check_custom_nodes(model))
+    checks.append(_route_check(model, route))
     checks.append(_check_metadata(model))
     checks.append(_check_io("input", [io_info(v) for v in graph_inputs(model)], inputs))
     checks.append(_check_io("output", [io_info(v) for v in model.graph.output], outputs))
@@ -59,6 +56,14 @@ def structure_checks(model, route: str, torch_model, inputs, outputs) -> list[Ch
             )
         )
     return checks
+
+
+def _route_check(model, route: str) -> Check:
+    """The route's rule for the graph; a plan per operator ("auto",
+    "per-op") may hold library nodes, which must match their specs."""
+    found = routes.routes().get(route)
+    check = (found.check if found is not None else nodes_match_specs)(model, libraries())
+    return Check(check.title, PASS if check.passed else FAIL, check.detail)
 
 
 def graph_inputs(model) -> list:
@@ -146,79 +151,6 @@ def _check_io(kind: str, infos: list[dict], tensors: list[torch.Tensor]) -> Chec
     if problems:
         return Check(f"{kind}s", FAIL, "; ".join(problems))
     return Check(f"{kind}s", PASS, described)
-
-
-def _check_no_library_nodes(model, route: str) -> Check:
-    library_domains = {lib.onnx_domain for lib in libraries()}
-    custom = [n for n in model.graph.node if n.domain in library_domains]
-    if custom:
-        kinds = ", ".join(sorted({n.op_type for n in custom}))
-        domains = "/".join(sorted({n.domain for n in custom}))
-        detail = f"{len(custom)} {domains} nodes: {kinds}"
-    else:
-        detail = f"all {len(model.graph.node)} nodes run without an opbridge library"
-        if route == "standard":
-            detail = f"all {len(model.graph.node)} nodes are standard ONNX"
-    return Check(f"{route} route: no opbridge node", FAIL if custom else PASS, detail)
-
-
-def _attribute_type(attr_spec_type: str) -> int:
-    import onnx
-
-    return getattr(onnx.AttributeProto, ONNX_ATTRIBUTE_TYPES[attr_spec_type])
-
-
-def _check_custom_nodes(model) -> Check:
-    """Every opbridge node against its operator's spec: op type, input and
-    output counts, attribute names and types, none missing or unknown."""
-    import onnx
-
-    by_type = {
-        (lib.onnx_domain, spec["onnx_type"]): spec
-        for lib in libraries()
-        for spec in lib.specs().values()
-    }
-    domains = {lib.onnx_domain for lib in libraries()}
-    problems = []
-    count = 0
-    for index, node in enumerate(model.graph.node):
-        if node.domain not in domains:
-            continue
-        count += 1
-        where = f"node {node.name or index} ({node.op_type})"
-        spec = by_type.get((node.domain, node.op_type))
-        if spec is None:
-            problems.append(f"{where}: no operator {node.op_type!r} in {node.domain}")
-            continue
-        required = [p["name"] for p in spec["inputs"] if not p["optional"]]
-        n_inputs = len(node.input)
-        if n_inputs > len(spec["inputs"]):
-            problems.append(f"{where}: {n_inputs} inputs, the spec has {len(spec['inputs'])}")
-        for position, name in enumerate(p["name"] for p in spec["inputs"]):
-            if name in required and (position >= n_inputs or not node.input[position]):
-                problems.append(f"{where}: required input {name!r} is missing")
-        if len(node.output) != len(spec["outputs"]):
-            problems.append(
-                f"{where}: {len(node.output)} outputs, the spec has {len(spec['outputs'])}"
-            )
-        wanted = {a["name"]: a for a in spec["attrs"]}
-        present = {a.name: a for a in node.attribute}
-        for name in present.keys() - wanted.keys():
-            problems.append(f"{where}: unknown attribute {name!r} (spec has {sorted(wanted)})")
-        for name, attr in wanted.items():
-            if name not in present:
-                problems.append(f"{where}: attribute {name!r} is missing")
-                continue
-            expected = _attribute_type(attr["type"])
-            if present[name].type != expected:
-                got = onnx.AttributeProto.AttributeType.Name(present[name].type)
-                want = onnx.AttributeProto.AttributeType.Name(expected)
-                problems.append(f"{where}: attribute {name!r} is {got}, the spec says {want}")
-    if problems:
-        return Check("opbridge nodes match the specs", FAIL, "; ".join(problems))
-    return Check(
-        "opbridge nodes match the specs", PASS, f"{count} nodes: op types, inputs, attributes"
-    )
 
 
 def _check_metadata(model) -> Check:

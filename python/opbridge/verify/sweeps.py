@@ -16,11 +16,13 @@ import numpy as np
 import torch
 from torch.utils import _pytree as pytree
 
-from opbridge.ort import available_levels
+from opbridge import runtimes
 
-# Results of every level are compared with this one: it runs the graph as exported.
+# ONNX Runtime's levels (each runtime has its own: opbridge.runtimes): the
+# results of every level are compared with the base one, which runs the graph
+# as exported; the default one is what a deployed session uses, and the
+# final-output section reports it.
 BASE_LEVEL = "disable_all"
-# The level a deployed session uses by default; the final-output section reports it.
 DEFAULT_LEVEL = "enable_all"
 LARGE_BATCH_MIN = 16
 
@@ -48,11 +50,15 @@ def to_numpy(tensor: torch.Tensor) -> np.ndarray:
     return tensor.numpy()
 
 
-def resolve_levels(levels: Sequence[str] | None) -> tuple[list[str], str]:
+def resolve_levels(
+    levels: Sequence[str] | None, runtime: runtimes.Runtime | None = None
+) -> tuple[list[str], str]:
     """The levels to run (the caller's, default all the runtime has, always
-    with BASE_LEVEL), least to most, and the level whose results are reported
-    as the final outputs."""
-    all_levels = available_levels()
+    with its base level), least to most, and the level whose results are
+    reported as the final outputs (its default level)."""
+    runtime = runtimes.get(runtime)
+    base, default = runtime.base_level, runtime.default_level
+    all_levels = runtime.levels()
     levels = list(levels) if levels is not None else all_levels
     unknown = [level for level in levels if level not in all_levels]
     if unknown:
@@ -60,8 +66,8 @@ def resolve_levels(levels: Sequence[str] | None) -> tuple[list[str], str]:
             f"opbridge.verify: unknown optimization level(s) {unknown}; expected some of "
             f"{all_levels}"
         )
-    levels = sorted(set(levels) | {BASE_LEVEL}, key=all_levels.index)
-    return levels, DEFAULT_LEVEL if DEFAULT_LEVEL in levels else levels[-1]
+    levels = sorted(set(levels) | {base}, key=all_levels.index)
+    return levels, default if default in levels else levels[-1]
 
 
 def build_cases(

@@ -1,0 +1,110 @@
+"""Benchmark: opbridge's operators, the demo model and end-to-end models
+against what a user would pick instead, measured side by side in one
+process on the same inputs.
+
+Every operator comes from its card (``opbridge.ops.cards()``): inputs, call
+and alternatives. ``--import MODULE`` loads a library that registers cards of
+its own operators, which ``--ops`` then names as ``namespace::name``.
+
+Implementations (names are stable; they appear in ``--json`` output):
+
+- ``torch_composite``: the operator's formula in eager PyTorch (the card's
+  ``composite``).
+- ``torch_builtin``: PyTorch's own operator (the card's ``builtin``:
+  ``F.rms_norm``; ``torch.clamp`` in place on ``x * scale``;
+  ``torch.nn.RMSNorm`` in the model).
+- ``torch_compile``: inductor on the composite (compiled and warmed up before
+  timing).
+- ``opbridge_torch``: the card's call (``torch.ops.opbridge.*``, or the
+  operator of another library).
+- ``opbridge_torch_out``: the same op's out= form
+  (``torch.ops.<ns>.<op>.out``) writing into outputs allocated once, as a
+  caller reusing its buffers would (forward only: out= forms take no
+  gradients).
+- ``ort_standard``: the standard ONNX route at ORT_ENABLE_ALL (ONNX Runtime's
+  own fusions apply); ``ort_standard_nofusion``: the same at ORT_DISABLE_ALL;
+  ``ort_custom``: the custom route (``opbridge`` domain nodes).
+- ``ort_contrib``: the standard route at opset 20 rewritten by onnxscript's
+  ``optimize_for_ort`` into ONNX Runtime's fused ``com.microsoft`` operators
+  where its rules match, at ORT_ENABLE_ALL; ``ort_fused``: opbridge's ``ort``
+  route, which emits ONNX Runtime's fused operators itself. Their results
+  carry ``fused``: ONNX Runtime's own operators in the model they ran.
+
+End-to-end models (``--models``; :mod:`opbridge.bench_models`):
+``llama_prefill``, ``llama_decode`` and ``vision``, by ``torch_composite``
+(the model with every opbridge module computed by its card's composite),
+``opbridge_torch``, ``torch_compile`` (of the composite model) and the ONNX
+Runtime implementations. Their results carry ``max_abs_diff`` (the output's
+largest difference from ``opbridge_torch``), and the report's ``profiles``
+the share of operator time in opbridge's operators and in matrix products
+(``opbridge_torch`` under ``torch.profiler``, ``ort_custom`` under ONNX
+Runtime's profiler).
+
+Every case runs at one thread and at all threads (``torch.set_num_threads``
+and ONNX Runtime's ``intra_op_num_threads``), after a warm-up, reporting the
+median and p99 of single calls. A memory-copy measured in the same run gives
+the machine's practical bandwidth; each result's GB/s counts the bytes the
+operation must move at least (inputs read once, outputs written once).
+"""
+
+from __future__ import annotations
+
+from opbridge.bench import models as bench_models
+from opbridge.bench.cases import (
+    DTYPES,
+    IMPLS,
+    ORT_IMPLS,
+    ORT_ROUTES,
+    ORT_SETTINGS,
+    RUNTIME_IMPLS,
+    RUNTIME_SETTINGS,
+    TORCH_FWD_IMPLS,
+    TORCH_IMPLS,
+    OpCase,
+    Result,
+    tensors_of,
+)
+from opbridge.bench.machine import (
+    last_level_cache_bytes,
+    machine_description,
+    measure_copy_gbps,
+    summarize,
+    time_calls,
+    tune_allocator,
+)
+from opbridge.bench.report import markdown_table, models_markdown, plot
+from opbridge.bench.runner import Settings, op_sizes, run_benchmark
+from opbridge.bench.sessions import export_onnx, fused_ops, ort_impls, ort_runner, ort_session
+
+__all__ = [
+    "DTYPES",
+    "IMPLS",
+    "ORT_IMPLS",
+    "ORT_ROUTES",
+    "ORT_SETTINGS",
+    "RUNTIME_IMPLS",
+    "RUNTIME_SETTINGS",
+    "TORCH_FWD_IMPLS",
+    "TORCH_IMPLS",
+    "OpCase",
+    "Result",
+    "Settings",
+    "bench_models",
+    "export_onnx",
+    "fused_ops",
+    "last_level_cache_bytes",
+    "machine_description",
+    "markdown_table",
+    "measure_copy_gbps",
+    "models_markdown",
+    "op_sizes",
+    "ort_impls",
+    "ort_runner",
+    "ort_session",
+    "plot",
+    "run_benchmark",
+    "summarize",
+    "tensors_of",
+    "time_calls",
+    "tune_allocator",
+]

@@ -1,0 +1,178 @@
+"""The benchmark's implementations, results and operator cases (from the cards)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+
+import torch
+from torch import nn
+
+import opbridge
+from opbridge import runtimes
+from opbridge._library import library_for_namespace
+from opbridge.export import routes
+
+TORCH_IMPLS = ("torch_composite", "torch_builtin", "torch_compile", "opbridge_torch")
+# PyTorch implementations timed forward only.
+TORCH_FWD_IMPLS = ("opbridge_torch_out",)
+
+
+# The runtime implementations timed: each route's model at the runtime's
+# default level ("<runtime>_<route's bench name>": ort_custom, ort_standard,
+# ort_fused for the ort route), the standard route also at the base level
+# ("_nofusion"), and for ONNX Runtime "contrib": the standard route
+# rewritten into ONNX Runtime's contrib operators. Name -> (route, level).
+def runtime_settings(runtime: runtimes.Runtime) -> dict[str, tuple[str, str]]:
+    settings = {}
+    for route in routes.routes().values():
+        settings[f"{runtime.short}_{route.bench_name}"] = (route.name, runtime.default_level)
+        if route.name == "standard":
+            settings[f"{runtime.short}_standard_nofusion"] = ("standard", runtime.base_level)
+    if runtime.name == "onnxruntime":
+        settings["ort_contrib"] = ("contrib", runtime.default_level)
+    return settings
+
+
+# Every runtime's implementations: name -> (runtime, route, level).
+RUNTIME_SETTINGS = {
+    impl: (name, route, level)
+    for name in runtimes.names()
+    for impl, (route, level) in runtime_settings(runtimes.get(name)).items()
+}
+RUNTIME_IMPLS = tuple(RUNTIME_SETTINGS)
+# The routes the runtime implementations' models are exported by.
+RUNTIME_ROUTES = tuple(dict.fromkeys(route for _, route, _ in RUNTIME_SETTINGS.values()))
+# ONNX Runtime's: name -> (route, level).
+ORT_SETTINGS = runtime_settings(runtimes.get("onnxruntime"))
+ORT_IMPLS = tuple(ORT_SETTINGS)
+ORT_ROUTES = tuple(dict.fromkeys(route for route, _ in ORT_SETTINGS.values()))
+IMPLS = TORCH_IMPLS + TORCH_FWD_IMPLS + RUNTIME_IMPLS
+DTYPES = {
+    "float32": torch.float32,
+    "float64": torch.float64,
+    "float16": torch.float16,
+    "bfloat16": torch.bfloat16,
+}
+
+
+@dataclass
+class Result:
+    op: str
+    shape: list[int]
+    dtype: str
+    threads: int
+    # "fwd" or "fwd+bwd"
+    pass_: str
+    impl: str
+    median_us: float
+    p99_us: float
+    gbps: float
+    # ONNX Runtime's own operators in the model (ort_contrib, ort_fused).
+    fused: list[str] | None = None
+    # End-to-end models: the output's largest difference from opbridge_torch's.
+    max_abs_diff: float | None = None
+
+    def to_json(self) -> dict:
+        data = asdict(self)
+        data["pass"] = data.pop("pass_")
+        return {k: v for k, v in data.items() if v is not None}
+
+
+# ---------------------------------------------------------------- operators
+
+
+def fresh_compile(fn: Callable) -> Callable:
+    """torch.compile with no compiled code left from earlier cases (dynamo
+    caches per Python function and would hit its recompile limit)."""
+    torch._dynamo.reset()
+    return torch.compile(fn, dynamic=False)
+
+
+class OpCase:
+    """One operator as the benchmark runs it, from its card: its
+    implementations, inputs and the bytes a pass must move. ``name`` is a
+    bare built-in name or a qualified ``namespace::name``."""
+
+    def __init__(self, name: str):
+        try:
+            self.card = opbridge.ops.card(name)
+        except KeyError:
+            known = [c.display_name for c in opbridge.ops.cards().values()]
+            raise ValueError(
+                f"opbridge bench: unknown op {name!r}; choose from {known} (an operator of "
+                "another library: --import the module that registers its card)"
+            ) from None
+        self.name = self.card.display_name
+
+    @property
+    def backward(self) -> bool:
+        return self.card.bench_backward
+
+    def inputs(self, shape, dtype, requires_grad=False) -> tuple:
+        """The call's arguments (tensors and attributes) for size ``shape``."""
+        return tuple(self.card.bench_inputs(list(shape), dtype, requires_grad))
+
+    def torch_fn(self, impl: str) -> Callable | None:
+        if impl == "torch_composite":
+            return self.card.composite
+        if impl == "torch_compile":
+            return fresh_compile(self.card.composite) if self.card.composite else None
+        if impl == "torch_builtin":
+            return self.card.builtin
+        if impl == "opbridge_torch_out":
+            return self.out_call()
+        return self.card.call
+
+    def out_call(self) -> Callable | None:
+        """The out= form, writing into outputs allocated on the first call;
+        None for an operator without one (not built by opbridge)."""
+        library = library_for_namespace(self.card.namespace)
+        packet = getattr(getattr(torch.ops, self.card.namespace), self.card.name)
+        if library is None or "out" not in packet.overloads():
+            return None
+        op = packet.out
+        names = library.specs()[self.card.name]["outputs"]
+        names = ["out"] if len(names) == 1 else names
+        outs: dict[str, torch.Tensor] = {}
+
+        def call(*args):
+            if not outs:
+                with torch.no_grad():
+                    first = self.card.call(*args)
+                first = first if isinstance(first, tuple | list) else (first,)
+                outs.update(zip(names, (torch.empty_like(t) for t in first), strict=True))
+            return op(*args, **outs)
+
+        return call
+
+    def module(self, args: tuple) -> nn.Module:
+        """A module whose inputs are the tensors of ``args`` (the other
+        arguments are fixed), for export."""
+        call = self.card.call
+        is_tensor = [isinstance(a, torch.Tensor) for a in args]
+
+        class Op(nn.Module):
+            def forward(self, *tensors):
+                given = iter(tensors)
+                return call(
+                    *[next(given) if t else a for a, t in zip(args, is_tensor, strict=True)]
+                )
+
+        return Op()
+
+    def min_bytes(self, args: tuple, pass_: str) -> int:
+        """fwd: read every input once, write every output once. fwd+bwd
+        adds: read each output's gradient and x, write grad_x (x-sized
+        each)."""
+        with torch.no_grad():
+            outputs = self.card.call(*args)
+        outputs = outputs if isinstance(outputs, tuple | list) else (outputs,)
+        tensors = [t for t in (*args, *outputs) if isinstance(t, torch.Tensor)]
+        fwd = sum(t.numel() * t.element_size() for t in tensors)
+        x = tensors[0]
+        return fwd if pass_ == "fwd" else fwd + (2 + len(outputs)) * x.numel() * x.element_size()
+
+
+def tensors_of(args: tuple) -> tuple:
+    return tuple(a for a in args if isinstance(a, torch.Tensor))

@@ -1,0 +1,381 @@
+"""End-to-end models for ``opbridge bench``, and what the benchmark needs
+around them: the same model without opbridge's kernels, ONNX Runtime's
+contrib-operator rewrite of a standard-route export, and the share of time
+a profile puts in opbridge's operators and in matrix products.
+
+Models (random weights from a fixed seed, nothing downloaded):
+
+- ``llama_prefill``: a stack of :class:`opbridge.models.LlamaStyleBlock`
+  (hidden 1024, 16 heads, 4 layers, MLP 2816) and a final RMSNorm over
+  hidden states ``[1, 512, 1024]`` (no embedding or output projection).
+- ``llama_decode``: the same stack on ``[8, 16, 1024]``. The block has no
+  KV cache, so one decode step with a 512-token context cannot be expressed;
+  a batch of 8 short sequences of 16 tokens stands in for a decode-sized
+  step (few tokens per weight read).
+- ``vision``: :class:`opbridge.models.SmallVisionNet` on a uint8
+  ``[1, 224, 224, 3]`` image.
+
+``quick=True`` builds the same models at toy sizes (the benchmark's
+``--quick``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from opbridge import nn as obnn
+from opbridge._library import library_for_domain
+from opbridge.demo.models import LlamaStyleBlock, SmallVisionNet
+from opbridge.ops import card
+
+MODEL_NAMES = ("llama_prefill", "llama_decode", "vision")
+
+# The standard-route export that the contrib rewrite starts from is made at
+# this opset: the legacy exporter's highest, and the first with ai.onnx Gelu,
+# which onnxscript's BiasGelu rule matches (at opset 18 bias_gelu is an
+# Erf chain the rule does not match).
+CONTRIB_OPSET = 20
+MICROSOFT_DOMAIN = "com.microsoft"
+# ONNX Runtime's own operators that it registers in the ai.onnx domain.
+ORT_ONNX_DOMAIN_OPS = frozenset({"SimplifiedLayerNormalization"})
+
+
+# ---------------------------------------------------------------- models
+
+
+class LlamaStack(nn.Module):
+    """``layers`` LLaMA-style decoder blocks and a final RMSNorm over
+    hidden states ``[batch, seq, dim]``."""
+
+    def __init__(self, dim: int, heads: int, mlp: int, layers: int, max_seq_len: int):
+        super().__init__()
+        self.blocks = nn.ModuleList(
+            LlamaStyleBlock(dim=dim, heads=heads, hidden=mlp, max_seq_len=max_seq_len)
+            for _ in range(layers)
+        )
+        self.norm = obnn.RMSNorm(dim, eps=1e-6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return self.norm(x)
+
+
+@dataclass
+class ModelCase:
+    """One end-to-end model as the benchmark runs it: the model with
+    opbridge's modules, its inputs, and a line that says what it is."""
+
+    name: str
+    model: nn.Module
+    inputs: tuple[torch.Tensor, ...]
+    description: str
+
+    @property
+    def shape(self) -> list[int]:
+        return list(self.inputs[0].shape)
+
+    @property
+    def dtype(self) -> str:
+        return str(self.inputs[0].dtype).removeprefix("torch.")
+
+    def min_bytes(self, output: torch.Tensor) -> int:
+        """What one call must move at least: every weight and input read
+        once, the output written once."""
+        tensors = [*self.model.parameters(), *self.inputs, output]
+        return sum(t.numel() * t.element_size() for t in tensors)
+
+
+# Full size and --quick size of each model's settings.
+LLAMA_SIZES = {
+    False: dict(dim=1024, heads=16, mlp=2816, layers=4, prefill=(1, 512), decode=(8, 16)),
+    True: dict(dim=64, heads=4, mlp=128, layers=2, prefill=(1, 32), decode=(2, 4)),
+}
+VISION_SIZES = {False: (1, 224), True: (1, 32)}
+
+
+def _randomize(model: nn.Module, generator: torch.Generator) -> None:
+    """Norm weights around 1 and GELU biases around 0, so that no weight is
+    the identity (random Linear and Conv weights come from their own init)."""
+    with torch.no_grad():
+        for module in model.modules():
+            if isinstance(module, obnn.RMSNorm):
+                module.weight.copy_(1 + 0.1 * torch.randn(module.weight.shape, generator=generator))
+            elif isinstance(module, obnn.BiasGELU):
+                module.bias.copy_(0.1 * torch.randn(module.bias.shape, generator=generator))
+
+
+def build_llama(quick: bool, seed: int = 0) -> tuple[LlamaStack, dict]:
+    size = LLAMA_SIZES[quick]
+    torch.manual_seed(seed)
+    seq = max(size["prefill"][1], size["decode"][1])
+    model = LlamaStack(size["dim"], size["heads"], size["mlp"], size["layers"], seq).eval()
+    _randomize(model, torch.Generator().manual_seed(seed))
+    return model, size
+
+
+def build_cases(names: list[str], quick: bool = False, seed: int = 0) -> list[ModelCase]:
+    """The named models (of ``MODEL_NAMES``), full size or ``quick``."""
+    unknown = [n for n in names if n not in MODEL_NAMES]
+    if unknown:
+        raise ValueError(f"opbridge bench: unknown model {unknown}; choose from {MODEL_NAMES}")
+    generator = torch.Generator().manual_seed(seed)
+    cases = []
+    llama = None
+    for name in names:
+        if name.startswith("llama_"):
+            if llama is None:
+                llama = build_llama(quick, seed)
+            model, size = llama
+            batch, seq = size[name.removeprefix("llama_")]
+            shape = (batch, seq, size["dim"])
+            what = (
+                f"{size['layers']} LlamaStyleBlocks + RMSNorm, hidden {size['dim']}, "
+                f"{size['heads']} heads, MLP {size['mlp']}"
+            )
+            if name == "llama_decode":
+                what += (
+                    f"; no KV cache in the block, so a decode-sized step stands in: batch {batch},"
+                    f" {seq} tokens"
+                )
+            cases.append(ModelCase(name, model, (torch.randn(shape, generator=generator),), what))
+        else:
+            batch, side = VISION_SIZES[quick]
+            torch.manual_seed(seed)
+            model = SmallVisionNet().eval()
+            image = torch.randint(
+                0, 256, (batch, side, side, 3), generator=generator, dtype=torch.uint8
+            )
+            cases.append(
+                ModelCase(name, model, (image,), f"SmallVisionNet, uint8 NHWC {side}x{side}")
+            )
+    return cases
+
+
+# ---------------------------------------------------------------- without opbridge
+
+
+class Composite(nn.Module):
+    """An opbridge module computed by its operator's card composite (the
+    formula in small PyTorch operations): what the model is without
+    opbridge. Holds the original as ``source`` (same parameters)."""
+
+    def __init__(self, source: nn.Module, op: str, arguments: Callable):
+        super().__init__()
+        self.source = source
+        self.op = op
+        self.composite = card(op).composite
+        self.arguments = arguments
+
+    def forward(self, *inputs):
+        return self.composite(*self.arguments(self.source, *inputs))
+
+    def extra_repr(self) -> str:
+        return f"composite of {self.op}"
+
+
+def _rope_arguments(m: obnn.RotaryEmbedding, x):
+    seq = x.shape[1]
+    return x, m.cos[:seq], m.sin[:seq], m.interleaved
+
+
+# Each opbridge module (exact type) -> its operator and the operator's
+# arguments from the module and its inputs, as the module's forward passes them.
+COMPOSITE_ARGUMENTS: dict[type, tuple[str, Callable]] = {
+    obnn.RMSNorm: ("rms_norm", lambda m, x: (x, m.scale(), m.bias, m.eps)),
+    obnn.AddRMSNorm: ("add_rms_norm", lambda m, x, r: (x, r, m.scale(), m.bias, m.eps)),
+    obnn.LayerNorm: ("layer_norm", lambda m, x: (x, m.weight, m.bias, m.eps)),
+    obnn.AddLayerNorm: ("add_layer_norm", lambda m, x, r: (x, r, m.weight, m.bias, m.eps)),
+    obnn.BiasGELU: ("bias_gelu", lambda m, x: (x, m.bias, m.approximate)),
+    obnn.RotaryEmbedding: ("rotary_embedding", _rope_arguments),
+    obnn.NormalizeImage: (
+        "normalize_image",
+        lambda m, image: (image, m.mean, m.std, m.channels_last_in),
+    ),
+    obnn.ScaledClamp: ("scaled_clamp", lambda m, x: (x, m.scale, m.min_val, m.max_val)),
+}
+
+
+def composite_twin(model: nn.Module) -> nn.Module:
+    """A copy of ``model`` (sharing its parameters and buffers) whose opbridge
+    modules compute with their operators' composites instead."""
+    shared = {id(t): t for t in (*model.parameters(), *model.buffers())}
+    twin = copy.deepcopy(model, memo=shared)
+    for parent in list(twin.modules()):
+        for name, child in list(parent.named_children()):
+            if isinstance(child, Composite):
+                continue
+            if type(child) in COMPOSITE_ARGUMENTS:
+                op, arguments = COMPOSITE_ARGUMENTS[type(child)]
+                setattr(parent, name, Composite(child, op, arguments))
+            elif type(child).__module__ == obnn.__name__ and not list(child.children()):
+                raise TypeError(
+                    f"opbridge bench: no composite for {type(child).__name__} ({name}); add it "
+                    "to opbridge.bench_models.COMPOSITE_ARGUMENTS"
+                )
+    return twin
+
+
+# ---------------------------------------------------------------- contrib rewrite
+
+
+def contrib_ops(proto) -> list[str]:
+    """ONNX Runtime's own operators in a model: its ``com.microsoft`` op
+    types and the ones it registers in the ai.onnx domain, sorted."""
+    return sorted(
+        {
+            node.op_type
+            for node in proto.graph.node
+            if node.domain == MICROSOFT_DOMAIN
+            or (node.domain in ("", "ai.onnx") and node.op_type in ORT_ONNX_DOMAIN_OPS)
+        }
+    )
+
+
+def ort_contrib(proto):
+    """``proto`` (a standard-route export) rewritten by onnxscript's
+    ``optimize_for_ort`` into ONNX Runtime's fused contrib operators where
+    its rules match: the rewritten ``ModelProto`` and the rules' fusion
+    counts (only those that fired)."""
+    import onnx_ir as ir
+    from onnxscript.rewriter.ort_fusions import optimize_for_ort
+
+    model, counts = optimize_for_ort(ir.from_proto(proto))
+    return ir.to_proto(model), {name: n for name, n in counts.items() if n}
+
+
+# ---------------------------------------------------------------- profiles
+
+# Matrix products, including convolutions (computed as matrix products).
+ORT_MATMUL_OPS = frozenset(
+    {"MatMul", "Gemm", "FusedMatMul", "FusedGemm", "MatMulNBits", "Conv", "FusedConv", "NhwcConv"}
+)
+TORCH_MATMUL_OPS = frozenset(
+    {
+        "aten::mm",
+        "aten::addmm",
+        "aten::bmm",
+        "aten::baddbmm",
+        "aten::matmul",
+        "aten::linear",
+        "aten::conv2d",
+        "aten::convolution",
+        "aten::_convolution",
+        "aten::mkldnn_convolution",
+    }
+)
+
+
+@dataclass
+class Profile:
+    """Shares of profiled operator time: opbridge's operators, matrix
+    products (MatMul/Gemm and convolutions) and everything else; ``top``:
+    the largest op types with their share (percent)."""
+
+    opbridge_pct: float
+    matmul_pct: float
+    other_pct: float
+    top: list[tuple[str, float]] = field(default_factory=list)
+
+    def line(self) -> str:
+        return (
+            f"opbridge ops {self.opbridge_pct:.1f}%, matrix products {self.matmul_pct:.1f}%, "
+            f"other {self.other_pct:.1f}%"
+        )
+
+
+def shares(times: dict[str, float], is_opbridge: Callable, is_matmul: Callable) -> Profile:
+    """A :class:`Profile` from time per op type."""
+    total = sum(times.values())
+    if total <= 0:
+        raise ValueError("the profile recorded no operator time")
+    ours = sum(t for op, t in times.items() if is_opbridge(op))
+    matmul = sum(t for op, t in times.items() if not is_opbridge(op) and is_matmul(op))
+    top = sorted(times.items(), key=lambda item: -item[1])[:6]
+    return Profile(
+        opbridge_pct=100 * ours / total,
+        matmul_pct=100 * matmul / total,
+        other_pct=100 * (total - ours - matmul) / total,
+        top=[(op, 100 * t / total) for op, t in top],
+    )
+
+
+def ort_profile(model: bytes, feeds: dict, threads: int, calls: int, level: str) -> Profile:
+    """Runs ``model`` once untimed, then ``calls`` times under ONNX Runtime's
+    profiler, and sums node kernel times by op type. opbridge's operators:
+    op types of nodes in a loaded operator library's domain."""
+    import onnx
+    import onnxruntime
+
+    from opbridge.runtimes.onnxruntime import InferenceSession
+
+    ours = {
+        node.op_type
+        for node in onnx.load_from_string(model).graph.node
+        if library_for_domain(node.domain) is not None
+    }
+    with tempfile.TemporaryDirectory() as scratch:
+        options = onnxruntime.SessionOptions()
+        options.enable_profiling = True
+        options.profile_file_prefix = os.path.join(scratch, "ort")
+        session = InferenceSession(
+            model, optimization_level=level, threads=threads, sess_options=options
+        )
+        for _ in range(1 + calls):
+            session.run(None, feeds)
+        with open(session.end_profiling()) as f:
+            events = json.load(f)
+    runs = sorted(e["ts"] for e in events if e.get("name") == "model_run")
+    if len(runs) < 2:
+        raise ValueError("ONNX Runtime's profile has no model_run after the first")
+    times: dict[str, float] = {}
+    for event in events:
+        if (
+            event.get("cat") == "Node"
+            and event.get("name", "").endswith("_kernel_time")
+            and event["ts"] >= runs[1]  # the first call is a warm-up
+        ):
+            op = event.get("args", {}).get("op_name", "?")
+            times[op] = times.get(op, 0.0) + float(event.get("dur", 0))
+    return shares(times, lambda op: op in ours, lambda op: op in ORT_MATMUL_OPS)
+
+
+def torch_profile(fn: Callable[[], object], calls: int) -> Profile:
+    """Runs ``fn`` once untimed, then ``calls`` times under
+    ``torch.profiler``, and sums the time of top-level operators (each with
+    what it calls) by name: ``opbridge::*`` are opbridge's."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    # The profiler's native code writes progress lines to file descriptor 2.
+    with _native_stderr_silenced(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        for _ in range(calls):
+            fn()
+    times: dict[str, float] = {}
+    for event in prof.events():
+        if event.cpu_parent is None:
+            times[event.name] = times.get(event.name, 0.0) + event.cpu_time_total
+    return shares(times, lambda op: op.startswith("opbridge::"), lambda op: op in TORCH_MATMUL_OPS)
+
+
+@contextlib.contextmanager
+def _native_stderr_silenced():
+    sys.stderr.flush()
+    saved = os.dup(2)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), 2)
+            yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)

@@ -1,0 +1,111 @@
+"""What the commands share: the model loader (``path/to/file.py:function``
+or ``demo``), ``--import`` for a user's operator library, and the flags
+several commands take (route, runtime, opset)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Callable
+
+from opbridge.sdk import factory
+from opbridge.sdk.factory import FactoryError
+
+__all__ = [
+    "FACTORY_FORM",
+    "FactoryError",
+    "add_import_argument",
+    "add_model_argument",
+    "add_opset_argument",
+    "add_route_argument",
+    "add_runtime_argument",
+    "build_model",
+    "import_modules",
+    "int_list",
+    "load_factory",
+]
+
+FACTORY_FORM = factory.FACTORY_FORM[:-1] + " or 'demo')"
+
+
+def _named() -> dict[str, Callable]:
+    from opbridge.demo import build_demo
+
+    return {"demo": build_demo}
+
+
+def load_factory(text: str, argument: str = "model") -> Callable[[], tuple]:
+    """The function named by ``path/to/file.py:function``, or the demo's for
+    ``demo``; errors name ``argument`` (the command-line argument it came from)."""
+    return factory.load_factory(text, argument, _named())
+
+
+def build_model(text: str, argument: str = "model"):
+    """``(model, example_inputs)`` from the factory ``text`` names (see
+    :func:`opbridge.sdk.factory.build_model`); ``demo`` is the demo model."""
+    return factory.build_model(text, argument, _named())
+
+
+def add_model_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("model", help=f"the model: {FACTORY_FORM}")
+
+
+def add_import_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--import",
+        dest="imports",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="import a Python module first (repeatable): an operator library's module loads "
+        "its library and registers its cards when imported",
+    )
+
+
+def import_modules(names: list[str]) -> None:
+    """Imports each module (from sys.path or the current directory); a
+    FactoryError naming ``--import`` and the module when one fails."""
+    if names and os.getcwd() not in sys.path and "" not in sys.path:
+        sys.path.append(os.getcwd())
+    for name in names:
+        try:
+            importlib.import_module(name)
+        except ImportError as error:
+            raise FactoryError(f"--import: {error}") from error
+
+
+def add_route_argument(parser: argparse.ArgumentParser, help: str, required: bool = False) -> None:
+    from opbridge.export import routes
+
+    parser.add_argument(
+        "--route", choices=routes.choices(), default=None, required=required, help=help
+    )
+
+
+def add_runtime_argument(parser: argparse.ArgumentParser) -> None:
+    from opbridge import runtimes
+
+    parser.add_argument(
+        "--runtime",
+        choices=runtimes.names(),
+        default=runtimes.DEFAULT,
+        help=f"the runtime to run the model in (default {runtimes.DEFAULT})",
+    )
+
+
+def add_opset_argument(parser: argparse.ArgumentParser, help: str) -> None:
+    parser.add_argument("--opset", type=int, default=None, help=help)
+
+
+def int_list(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated integers, got {text!r}"
+        ) from None
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+    return values

@@ -1,0 +1,106 @@
+"""``opbridge doctor``: which builds are loaded, and whether they fit together."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import platform
+import sys
+
+from opbridge.runtimes.base import RuntimeCheck as Check
+from opbridge.runtimes.onnxruntime import (
+    LOADED_DURING_SMOKE,
+    loaded_libraries,
+    ort_supported_range,
+    ort_version_check,
+)
+
+__all__ = ["Check", "diagnose", "ort_supported_range", "ort_version_check"]
+
+HELP = "print versions, build facts and loaded libraries; check that they fit together"
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def diagnose() -> tuple[list[tuple[str, str]], list[Check]]:
+    facts: list[tuple[str, str]] = [
+        ("python", f"{platform.python_version()} ({sys.executable})"),
+        ("platform", f"{platform.system()} {platform.machine()}"),
+    ]
+    for package in ("torch", "onnx", "onnxruntime", "onnxscript", "numpy"):
+        facts.append((package, _version(package)))
+    checks: list[Check] = []
+    try:
+        import torch
+
+        from opbridge._library import _C
+    except ImportError as error:
+        checks.append(Check("native extension loads", False, str(error)))
+        return facts, checks
+
+    import opbridge
+    from opbridge import runtimes
+
+    facts += [
+        ("opbridge", f"{opbridge.__version__} (domain opbridge v{opbridge.ONNX_DOMAIN_VERSION})"),
+        ("compiler", _C.BUILD_COMPILER),
+        (
+            "C++ ABI (_GLIBCXX_USE_CXX11_ABI)",
+            f"opbridge {int(_C.BUILD_CXX11_ABI)}, torch {int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+        ),
+        ("built against torch", _C.BUILD_TORCH_VERSION),
+        ("extension", _C.__file__),
+        ("OPBRIDGE_CHECK", "on" if _C.runtime_checks_enabled() else "off"),
+        ("torch threads", str(torch.get_num_threads())),
+    ]
+    simd = getattr(_C, "simd_target", None)
+    facts.append(("SIMD target (run time)", simd() if callable(simd) else "scalar build"))
+
+    checks.append(Check("native extension loads", True, _C.__file__))
+    checks.append(
+        Check(
+            "torch matches the build",
+            torch.__version__ == _C.BUILD_TORCH_VERSION,
+            f"built against {_C.BUILD_TORCH_VERSION}, running {torch.__version__}",
+        )
+    )
+    checks.append(
+        Check(
+            "C++ ABI matches torch",
+            bool(_C.BUILD_CXX11_ABI) == bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+            "same _GLIBCXX_USE_CXX11_ABI",
+        )
+    )
+    for runtime in (runtimes.get(name) for name in runtimes.names()):
+        facts += runtime.facts()
+        checks += runtime.checks()
+    libraries = LOADED_DURING_SMOKE or loaded_libraries()
+    facts.append(("libraries loaded", "\n    " + "\n    ".join(libraries)))
+    return facts, checks
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    del parser  # no options
+
+
+def run(args: argparse.Namespace) -> int:
+    del args
+    facts, checks = diagnose()
+    width = max(len(name) for name, _ in facts)
+    for name, value in facts:
+        print(f"{name:<{width}}  {value}")
+    print()
+    for check in checks:
+        print(f"[{'ok' if check.ok else 'FAIL'}] {check.name}: {check.detail}")
+    failed = [c for c in checks if not c.ok]
+    print(f"\n{len(checks) - len(failed)} of {len(checks)} checks passed")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(run(argparse.Namespace()))

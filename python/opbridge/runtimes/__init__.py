@@ -1,0 +1,63 @@
+"""The runtimes a model with opbridge's operators runs in: one module per
+runtime, registered here.
+
+A :class:`Runtime` says how to open a session on a model with every loaded
+operator library registered, which optimization levels it has and which of
+them runs the graph as exported, how its thread count is set, how a model is
+timed in it, and what ``opbridge doctor`` reports of it. Verify, bench,
+``route="auto"`` and doctor take ``runtime=`` and read this registry; adding a
+runtime is one module that defines ``RUNTIME = Runtime(...)`` and one entry
+in ``_BUILTIN`` below (its adapter library comes from the SDK's CMake
+function); a runtime defined outside opbridge calls :func:`register_runtime`.
+
+A session follows ONNX Runtime's Python interface, the part verify and bench
+use: ``get_inputs()`` and ``get_outputs()`` (objects with ``.name``) and
+``run(None, feeds) -> list of arrays``.
+"""
+
+from __future__ import annotations
+
+from opbridge.runtimes import onnxruntime
+from opbridge.runtimes.base import REPEATS, WARMUP, Runtime, median_ms
+
+__all__ = [
+    "DEFAULT",
+    "REPEATS",
+    "WARMUP",
+    "Runtime",
+    "get",
+    "median_ms",
+    "names",
+    "register_runtime",
+]
+
+# The built-in runtimes. A runtime module imports its runtime's own package
+# only when a session is made, so listing it here costs nothing at start-up.
+_BUILTIN = (onnxruntime.RUNTIME,)
+# Other names a runtime is known by.
+_ALIASES = {"ort": "onnxruntime"}
+DEFAULT = "onnxruntime"
+
+_REGISTERED: dict[str, Runtime] = {runtime.name: runtime for runtime in _BUILTIN}
+
+
+def register_runtime(runtime: Runtime) -> Runtime:
+    """Adds (or replaces) a runtime defined outside opbridge. Returns it."""
+    _REGISTERED[runtime.name] = runtime
+    return runtime
+
+
+def names() -> tuple[str, ...]:
+    """Every runtime's name: the built-in ones, then the registered ones."""
+    return tuple(_REGISTERED)
+
+
+def get(name: str | Runtime | None = None) -> Runtime:
+    """The runtime ``name`` (or its other name, e.g. ``"ort"``; default
+    ONNX Runtime); a ValueError naming the runtimes for any other."""
+    if isinstance(name, Runtime):
+        return name
+    key = _ALIASES.get(name or DEFAULT, name or DEFAULT)
+    if key not in _REGISTERED:
+        raise ValueError(f"opbridge: runtime must be one of {names()}, got {name!r}")
+    return _REGISTERED[key]

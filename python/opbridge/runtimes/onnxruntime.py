@@ -1,0 +1,421 @@
+"""ONNX Runtime with opbridge's custom-op libraries registered (also :mod:`opbridge.ort`)."""
+
+from __future__ import annotations
+
+import os
+import re
+from typing import Any
+
+from opbridge._library import (
+    BUILTIN,
+    METADATA_DOMAIN_VERSION_PREFIX,
+    ONNX_DOMAIN,
+    ONNX_DOMAIN_VERSION,
+    VERSION,
+    Library,
+    libraries,
+    library_for_domain,
+)
+from opbridge.runtimes.base import Runtime, RuntimeCheck
+
+# IO binding (run repeatedly without copies), re-exported: opbridge.ort.bind.
+from opbridge.runtimes.ort_binding import BoundSession as BoundSession
+from opbridge.runtimes.ort_binding import bind as bind
+
+LIBRARY_NAME = "libopbridge_ort.so"
+# Domains ONNX Runtime implements itself (and the exporters' function domains).
+_RUNTIME_DOMAINS = {"", "ai.onnx", "ai.onnx.ml", "ai.onnx.training", "ai.onnx.preview.training"}
+_RUNTIME_DOMAIN_PREFIXES = ("com.microsoft", "com.ms.", "pkg.")
+
+
+def _path_of(library: Library) -> str:
+    path = library.ort_library_path
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{library.name}: the ONNX Runtime library {path} is missing; rebuild or reinstall "
+            f"{library.name}"
+        )
+    return str(path)
+
+
+def get_library_path(library: Library | None = None) -> str:
+    """Absolute path of an ONNX Runtime custom-op library: opbridge's own
+    (domain ``opbridge``) by default, or that of a loaded ``library``."""
+    return _path_of(library or BUILTIN)
+
+
+def session_options(options: Any = None, libraries: list[Library] | None = None):
+    """``onnxruntime.SessionOptions`` (a new one, or ``options``) with the
+    custom-op libraries registered: opbridge's own by default, else ``libraries``."""
+    import onnxruntime
+
+    options = options if options is not None else onnxruntime.SessionOptions()
+    for library in libraries if libraries is not None else [BUILTIN]:
+        path = get_library_path() if library is BUILTIN else _path_of(library)
+        try:
+            options.register_custom_ops_library(path)
+        except Exception as error:
+            raise RuntimeError(
+                f"{library.name}: ONNX Runtime {onnxruntime.__version__} could not load "
+                f"{path}: {error}"
+            ) from error
+    return options
+
+
+def libraries_for(model: Any) -> list[Library]:
+    """The loaded libraries a model needs (opbridge's own always comes first),
+    after checking each domain's version against the model.
+
+    A model that uses a custom domain no loaded library provides is refused
+    with a message saying how to load one.
+    """
+    proto = load_model(model)
+    check_domain_version(proto)
+    used = {node.domain for node in proto.graph.node}
+    local_functions = {function.domain for function in proto.functions}
+    needed = [BUILTIN]
+    for domain in sorted(used - local_functions):
+        if domain in _RUNTIME_DOMAINS or domain.startswith(_RUNTIME_DOMAIN_PREFIXES):
+            continue
+        library = library_for_domain(domain)
+        if library is None:
+            loaded = ", ".join(f"{lib.onnx_domain} ({lib.path.name})" for lib in libraries())
+            raise RuntimeError(
+                f"opbridge: the model uses ONNX domain {domain!r}, which no loaded operator "
+                f"library provides (loaded: {loaded}); load its library first with "
+                "opbridge.load_library(path)"
+            )
+        if library is not BUILTIN:
+            needed.append(library)
+    return needed
+
+
+# ONNX Runtime's graph optimization levels, least to most, by opbridge's name
+# for each; ORT_ENABLE_LAYOUT only exists in newer runtimes.
+OPTIMIZATION_LEVELS = {
+    "disable_all": "ORT_DISABLE_ALL",
+    "enable_basic": "ORT_ENABLE_BASIC",
+    "enable_extended": "ORT_ENABLE_EXTENDED",
+    "enable_layout": "ORT_ENABLE_LAYOUT",
+    "enable_all": "ORT_ENABLE_ALL",
+}
+
+
+def available_levels() -> list[str]:
+    """The optimization levels the installed ONNX Runtime has, least to most."""
+    import onnxruntime
+
+    members = onnxruntime.GraphOptimizationLevel.__members__
+    return [name for name, enum in OPTIMIZATION_LEVELS.items() if enum in members]
+
+
+def level_enum(name: str):
+    """The ``onnxruntime.GraphOptimizationLevel`` of a level named as in
+    :data:`OPTIMIZATION_LEVELS`; a ValueError naming the installed runtime's
+    levels for any other name."""
+    import onnxruntime
+
+    known = available_levels()
+    if name not in known:
+        raise ValueError(
+            f"opbridge.ort: unknown optimization level {name!r}; expected one of {known} "
+            f"(onnxruntime {onnxruntime.__version__})"
+        )
+    return getattr(onnxruntime.GraphOptimizationLevel, OPTIMIZATION_LEVELS[name])
+
+
+def InferenceSession(
+    path_or_bytes: str | bytes | os.PathLike,
+    *,
+    optimization_level: str | None = None,
+    threads: int | None = None,
+    **kwargs: Any,
+):
+    """An ``onnxruntime.InferenceSession`` with opbridge's library registered,
+    and the library of every other custom domain the model uses.
+
+    ``optimization_level`` names the graph optimization level (one of
+    :func:`available_levels`: ``"disable_all"`` ... ``"enable_all"``);
+    ``threads`` is the intra-op thread count, with one inter-op thread and
+    sequential execution (a kernel's parallel-for gets ``threads`` workers).
+    Either one left at None keeps ONNX Runtime's default, or the setting of
+    ``sess_options`` when that is given.
+
+    Takes ``onnxruntime.InferenceSession``'s other arguments; ``sess_options``
+    (if given) is the base: it gets the libraries added and the level and
+    threads asked for here. A ``ModelProto`` is accepted too. A model ONNX
+    Runtime cannot read (a truncated file, an IR version newer than the
+    runtime's, a domain version the loaded library lacks) gets an error that
+    says what to change.
+    """
+    import onnxruntime
+
+    level = level_enum(optimization_level) if optimization_level is not None else None
+    if threads is not None and (
+        isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
+    ):
+        raise ValueError(
+            f"opbridge.ort.InferenceSession: threads must be an int >= 1 (or None for ONNX "
+            f"Runtime's default), got {threads!r}"
+        )
+    if hasattr(path_or_bytes, "SerializeToString"):
+        path_or_bytes = path_or_bytes.SerializeToString()
+    elif isinstance(path_or_bytes, os.PathLike):
+        path_or_bytes = os.fspath(path_or_bytes)
+    needed = libraries_for(path_or_bytes)
+    options = session_options(kwargs.get("sess_options"), needed)
+    if level is not None:
+        options.graph_optimization_level = level
+    if threads is not None:
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+    kwargs["sess_options"] = options
+    kwargs.setdefault("providers", ["CPUExecutionProvider"])
+    try:
+        return onnxruntime.InferenceSession(path_or_bytes, **kwargs)
+    except Exception as error:
+        explained = _explain_load_error(error, path_or_bytes)
+        if explained is None:
+            raise
+        raise explained from error
+
+
+_IR_VERSION_ERROR = re.compile(
+    r"Unsupported model IR version: (\d+), max supported IR version: (\d+)"
+)
+
+
+def _explain_load_error(error: Exception, model: Any) -> Exception | None:
+    """An opbridge error for a load failure whose ONNX Runtime message does
+    not say what to do; None for the others."""
+    import onnx
+    import onnxruntime
+
+    match = _IR_VERSION_ERROR.search(str(error))
+    if match:
+        ir_version, supported = int(match.group(1)), int(match.group(2))
+        source = f"model {model}" if isinstance(model, str) else "the model"
+        return RuntimeError(
+            f"opbridge: {source} has ONNX IR version {ir_version}, but onnxruntime "
+            f"{onnxruntime.__version__} reads up to IR version {supported}. Set "
+            f"model.ir_version = {supported} before saving it (or pass "
+            f"ir_version={supported} to onnx.helper.make_model, which writes IR version "
+            f"{onnx.IR_VERSION} with onnx {onnx.__version__}); that is valid when the model uses "
+            "no feature of a newer IR version. Models from opbridge.onnx.export already have a "
+            "version ONNX Runtime reads."
+        )
+    return None
+
+
+def load_model(model: Any):
+    """The ``onnx.ModelProto`` of a path, bytes or ``ModelProto`` (external
+    data is not loaded). A file or bytes that do not parse as an ONNX model
+    (e.g. a truncated file) give a ValueError naming the path and its size."""
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    if isinstance(model, str | os.PathLike):
+        path = os.fspath(model)
+        try:
+            return onnx.load(path, load_external_data=False)
+        except DecodeError as error:
+            size = os.path.getsize(path)
+            raise ValueError(
+                f"opbridge: {path} ({size} bytes) is not a readable ONNX model: {error} "
+                "(a truncated or partly written file, or not an .onnx file)"
+            ) from error
+    if isinstance(model, bytes | bytearray):
+        try:
+            return onnx.load_from_string(bytes(model))
+        except DecodeError as error:
+            raise ValueError(
+                f"opbridge: the {len(model)} bytes given are not a readable ONNX model: {error} "
+                "(truncated, or not a serialized ModelProto)"
+            ) from error
+    return model
+
+
+def check_domain_version(model: Any) -> None:
+    """Raises if the model needs a version of a library domain the loaded
+    library lacks: newer (by its opset imports and its
+    ``opbridge.domain_version.<domain>`` metadata), or below 1.
+
+    ONNX Runtime itself would only say the op "is not a registered
+    function/op"; this names both versions. ``model`` is a path, bytes or a
+    ``ModelProto``.
+    """
+    proto = load_model(model)
+    wanted = {opset.domain: opset.version for opset in proto.opset_import}
+    for prop in proto.metadata_props:
+        if prop.key.startswith(METADATA_DOMAIN_VERSION_PREFIX):
+            domain = prop.key[len(METADATA_DOMAIN_VERSION_PREFIX) :]
+            try:
+                wanted[domain] = max(wanted.get(domain, 0), int(prop.value))
+            except ValueError:
+                continue
+    for domain, version in wanted.items():
+        library = library_for_domain(domain)
+        if library is None:
+            continue
+        if version < 1:
+            raise RuntimeError(
+                f"{library.name}: the model imports ONNX domain '{domain}' version "
+                f"{version}, but the domain's versions start at 1 (this library, "
+                f"{library.name} {library.version}, has versions 1 to "
+                f"{library.domain_version}); set that opset import's version to "
+                f"{library.domain_version}"
+            )
+        if version <= library.domain_version:
+            continue
+        if library is BUILTIN:
+            raise RuntimeError(
+                f"opbridge: the model needs ONNX domain '{ONNX_DOMAIN}' version {version}, "
+                f"but this library (opbridge {VERSION}, {get_library_path()}) supports "
+                f"version {ONNX_DOMAIN_VERSION}; upgrade opbridge"
+            )
+        raise RuntimeError(
+            f"{library.name}: the model needs ONNX domain '{domain}' version {version}, but the "
+            f"loaded library ({library.name} {library.version}, {library.ort_library_path}) "
+            f"supports version {library.domain_version}; rebuild the model or upgrade the library"
+        )
+
+
+def loaded_libraries() -> list[str]:
+    """Shared objects of torch, ONNX Runtime and opbridge mapped into this process."""
+    keys = ("opbridge", "onnxruntime", "libtorch", "libc10")
+    found = set()
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.split()[-1] if len(line.split()) >= 6 else ""
+                if path.startswith("/") and ".so" in path and any(k in path for k in keys):
+                    found.add(path)
+    except OSError:
+        return []
+    return sorted(found)
+
+
+# What the smoke session saw mapped, for doctor's list of loaded libraries.
+LOADED_DURING_SMOKE: list[str] = []
+
+
+def _smoke_session() -> tuple[float, list[str]]:
+    """Runs a one-node custom-route model through the library; returns the max
+    error and the libraries mapped while the session is alive."""
+    import numpy as np
+    import torch
+    from onnx import TensorProto, helper
+
+    from opbridge.ops import rms_norm
+
+    node = helper.make_node("RmsNorm", ["x", "w"], ["y"], domain="opbridge", eps=1e-6)
+    graph = helper.make_graph(
+        [node],
+        "doctor",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8]),
+            helper.make_tensor_value_info("w", TensorProto.FLOAT, [8]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])],
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("opbridge", 1)],
+        ir_version=10,
+    )
+    x = np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)
+    w = np.ones(8, np.float32)
+    session = InferenceSession(model)
+    (got,) = session.run(None, {"x": x, "w": w})
+    expected = rms_norm(torch.from_numpy(x), torch.from_numpy(w)).numpy()
+    # The library stays mapped while the session lives: what doctor lists.
+    return float(np.abs(got - expected).max()), loaded_libraries()
+
+
+def _release(version: str) -> tuple[int, ...]:
+    """ "1.24.1" -> (1, 24, 1); stops at the first part that is not a number."""
+    parts = []
+    for part in version.split("+")[0].split("."):
+        if not part.isdigit():
+            break
+        parts.append(int(part))
+    return tuple(parts)
+
+
+def ort_supported_range(module) -> tuple[str, str]:
+    """The ONNX Runtime releases the built library supports, as the build says
+    (kOrtApiFloor and kOrtNewestTested in csrc/opbridge/version.h): the floor
+    ("1.24") and the newest release tested."""
+    return f"1.{module.ORT_API_FLOOR}", module.ORT_NEWEST_TESTED
+
+
+def ort_version_check(version: str, module) -> RuntimeCheck:
+    """Whether an ONNX Runtime of this version can run the built library."""
+    floor, newest = ort_supported_range(module)
+    release = _release(version)
+    ok = release[:2] >= _release(floor)
+    if not ok:
+        detail = f"onnxruntime {version} is older than {floor}: the library refuses it"
+    elif release > _release(newest):
+        detail = f"onnxruntime {version} (newer than the newest tested, {newest})"
+    else:
+        detail = f"onnxruntime {version}"
+    return RuntimeCheck(
+        f"ONNX Runtime is {floor} or newer (C API {module.ORT_API_FLOOR})", ok, detail
+    )
+
+
+def _checks() -> list[RuntimeCheck]:
+    """The library's supported range against the installed runtime, and a
+    one-node model run through the library."""
+    import onnxruntime
+
+    from opbridge._library import _C
+
+    checks = [ort_version_check(onnxruntime.__version__, _C)]
+    try:
+        error, mapped = _smoke_session()
+        LOADED_DURING_SMOKE[:] = mapped
+        checks.append(
+            RuntimeCheck(
+                "ONNX Runtime runs opbridge::RmsNorm", error <= 1e-5, f"max abs err {error:.2e}"
+            )
+        )
+    except Exception as failure:
+        checks.append(RuntimeCheck("ONNX Runtime runs opbridge::RmsNorm", False, str(failure)))
+    return checks
+
+
+def _session(model: Any, level: str | None = None, threads: int | None = None):
+    return InferenceSession(model, optimization_level=level, threads=threads)
+
+
+def _version() -> str:
+    import onnxruntime
+
+    return onnxruntime.__version__
+
+
+def _facts() -> list[tuple[str, str]]:
+    from opbridge._library import _C
+
+    floor, newest = ort_supported_range(_C)
+    return [
+        ("ONNX Runtime library", get_library_path()),
+        ("supported ONNX Runtime", f"{floor} (oldest) to {newest} (newest tested)"),
+    ]
+
+
+RUNTIME = Runtime(
+    name="onnxruntime",
+    label="ONNX Runtime",
+    short="ort",
+    session=_session,
+    levels=available_levels,
+    base_level="disable_all",
+    default_level="enable_all",
+    version=_version,
+    facts=_facts,
+    checks=_checks,
+)

@@ -1,0 +1,184 @@
+"""The package's layout: the old module names still work, routes and runtimes
+come from their registries, and the lint refuses an import that runs up the
+layers or in a circle."""
+
+import importlib
+import os
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+import onnxruntime
+import pytest
+import torch
+
+import opbridge
+from opbridge import _aliases, runtimes
+from opbridge.bench.cases import runtime_settings
+from opbridge.export import routes
+
+from paths import ROOT
+
+
+@pytest.mark.parametrize(("old", "new"), sorted(_aliases.MOVED.items()))
+def test_old_module_names_are_the_moved_modules(old, new):
+    moved = importlib.import_module(old)
+    assert moved is importlib.import_module(new)
+    assert moved.__spec__.name == new  # the module keeps its own spec
+
+
+def test_documented_names_keep_working():
+    import opbridge.testing
+
+    assert opbridge.onnx.export is opbridge.export.export
+    assert opbridge.ort.InferenceSession is runtimes.onnxruntime.InferenceSession
+    assert opbridge.build.load is importlib.import_module("opbridge.sdk.build").load
+    assert callable(opbridge.patch) and callable(opbridge.verify)
+    assert (
+        opbridge.testing.check_export
+        is importlib.import_module("opbridge.sdk.testing").check_export
+    )
+
+
+def test_route_registry_is_what_export_accepts():
+    assert routes.choices() == ("custom", "standard", "ort", "auto")
+    assert routes.library_free() == ("standard", "ort")
+    assert [r.bench_name for r in routes.routes().values()] == ["custom", "standard", "fused"]
+    with pytest.raises(
+        ValueError, match=r"route must be one of \('custom', 'standard', 'ort', 'auto'\)"
+    ):
+        routes.get("nope")
+
+
+@pytest.fixture
+def extra_route(monkeypatch):
+    """A route registered from outside: the standard form under another name."""
+    monkeypatch.setattr(routes, "_REGISTERED", dict(routes._REGISTERED))
+    standard = routes.get("standard")
+    return routes.register_route(
+        routes.Route(
+            name="plain",
+            needs_library=False,
+            library_node=False,
+            form=standard.form,
+            own_form=lambda card: True,
+            check=standard.check,
+            bench_name="plain",
+            label="plain route",
+            summary="the standard form, registered under another name",
+        )
+    )
+
+
+def test_a_registered_route_reaches_export_verify_auto_and_bench(extra_route):
+    model = opbridge.nn.RMSNorm(8).eval()
+    x = torch.randn(2, 8)
+    proto = opbridge.onnx.export(model, (x,), route="plain", verbose=False)
+    assert {n.domain for n in proto.graph.node} <= {"", "ai.onnx"}
+    assert {p.key: p.value for p in proto.metadata_props}["opbridge.route"] == "plain"
+    report = opbridge.verify(model, (x,), onnx_model=proto, draws=1, layers=False)
+    assert report.passed, report.failures()
+    assert any(c.name == "standard route: no opbridge node" for c in report.structure)
+    choice = opbridge.autoroute.choose(model, (x,), timer=lambda *_: 1.0)
+    assert "plain" in [c.route for c in choice.candidates]
+    assert "ort_plain" in runtime_settings(runtimes.get("onnxruntime"))
+
+
+def test_runtime_registry():
+    assert runtimes.get("ort") is runtimes.get("onnxruntime") is runtimes.get()
+    assert runtimes.names()[0] == "onnxruntime"
+    with pytest.raises(ValueError, match=r"runtime must be one of \('onnxruntime',"):
+        runtimes.get("tensorrt")
+
+
+def test_verify_runs_in_a_registered_runtime(monkeypatch):
+    """A runtime from outside (here ONNX Runtime again, at two levels of its
+    own naming): verify uses its sessions and levels."""
+    monkeypatch.setattr(runtimes, "_REGISTERED", dict(runtimes._REGISTERED))
+    ort = runtimes.get("onnxruntime")
+    levels = {"as_exported": "disable_all", "fast": "enable_all"}
+    opened = []
+
+    def session(model, level=None, threads=None):
+        opened.append(level)
+        return ort.session(model, level=levels[level or "fast"], threads=threads)
+
+    runtimes.register_runtime(
+        runtimes.Runtime(
+            name="other",
+            label="another runtime",
+            short="other",
+            session=session,
+            levels=lambda: list(levels),
+            base_level="as_exported",
+            default_level="fast",
+            version=lambda: onnxruntime.__version__,
+        )
+    )
+    model = opbridge.nn.ScaledClamp(0.5).eval()
+    report = opbridge.verify(model, (torch.randn(3, 4),), route="custom", runtime="other", draws=1)
+    assert report.passed, report.failures()
+    assert report.runtime == "other" and report.levels == ["as_exported", "fast"]
+    assert set(opened) == {"as_exported", "fast"}
+
+
+def _package_copy(tmp_path):
+    copy = tmp_path / "python"
+    shutil.copytree(
+        ROOT / "python" / "opbridge",
+        copy / "opbridge",
+        ignore=shutil.ignore_patterns("*.so", "__pycache__"),
+    )
+    return copy
+
+
+def _lint(source, tmp_path):
+    """``./dev lint``'s two import checks on the package under ``source``."""
+    # Without site (-S): the editable install's finder would find the
+    # checkout's package instead of the copy.
+    packages = sysconfig.get_paths()["purelib"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(source), packages])}
+    lint_imports = "import sys; from importlinter.cli import lint_imports_command as c; c()"
+    config = str(ROOT / "pyproject.toml")
+    layers = subprocess.run(
+        [sys.executable, "-S", "-c", lint_imports, "--no-cache", "--config", config],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+    )
+    script = str(ROOT / "scripts" / "check_import_cycles.py")
+    cycles = subprocess.run(
+        [sys.executable, "-S", script, str(source)], capture_output=True, text=True, env=env
+    )
+    return layers, cycles
+
+
+def test_the_lint_passes_on_the_package_and_fails_on_a_cycle_or_an_upward_import(tmp_path):
+    source = _package_copy(tmp_path)
+    layers, cycles = _lint(source, tmp_path)
+    assert layers.returncode == 0, layers.stdout + layers.stderr
+    assert cycles.returncode == 0, cycles.stderr
+
+    # A function-level import from export's options back into export: a circle.
+    options = source / "opbridge" / "export" / "options.py"
+    original = options.read_text()
+    options.write_text(
+        original
+        + "\n\ndef _planted():\n    from opbridge.export import export\n\n    return export\n"
+    )
+    _, cycles = _lint(source, tmp_path)
+    assert cycles.returncode == 1
+    assert "opbridge.export.options -> opbridge.export" in cycles.stderr
+    options.write_text(original)
+
+    # ops importing verify runs up the layers.
+    card = source / "opbridge" / "ops" / "_card.py"
+    card.write_text(
+        card.read_text()
+        + "\n\ndef _planted():\n    from opbridge.verify import verify\n\n    return verify\n"
+    )
+    layers, _ = _lint(source, tmp_path)
+    assert layers.returncode != 0
+    assert "opbridge.ops is not allowed to import opbridge.verify" in layers.stdout
