@@ -46,6 +46,11 @@ proto = opbridge.onnx.export(model, (x,), route="custom", verbose=False)
 session = opbridge.ort.InferenceSession(proto)
 (got,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
 np.testing.assert_allclose(got, model(x).detach().numpy(), rtol=1e-5, atol=1e-5)
+# The scaffold's templates are files of the package: the wheel must carry them.
+from opbridge.sdk import scaffold
+
+project = scaffold.files("soft_cap", "soft_cap_ops", "com.example.soft_cap_ops")
+assert "kSoftCapSpec" in project["csrc/soft_cap/spec.h"], sorted(project)
 print(f"[check_wheel] opbridge {opbridge.__version__} from {site}: torch op, custom-route "
       f"export and ONNX Runtime run; Highway from the wheel ({hwy[0].split()[0]})")
 PY

@@ -87,6 +87,8 @@ def test_a_registered_route_reaches_export_verify_auto_and_bench(extra_route):
 
 def test_runtime_registry():
     assert runtimes.get("ort") is runtimes.get("onnxruntime") is runtimes.get()
+    library = runtimes.get().library_path(opbridge.libraries()[0])
+    assert library == opbridge.ort.get_library_path()
     assert runtimes.names()[0] == "onnxruntime"
     with pytest.raises(ValueError, match=r"runtime must be one of \('onnxruntime',"):
         runtimes.get("tensorrt")
@@ -114,6 +116,7 @@ def test_verify_runs_in_a_registered_runtime(monkeypatch):
             base_level="as_exported",
             default_level="fast",
             version=lambda: onnxruntime.__version__,
+            library_path=ort.library_path,
         )
     )
     model = opbridge.nn.ScaledClamp(0.5).eval()

@@ -33,6 +33,8 @@ class Runtime:
     - ``base_level``: the level that runs the graph as exported (the others
       are compared with it); ``default_level``: what a deployed session uses.
     - ``version()``: the installed runtime's version.
+    - ``library_path(library)``: the runtime's library of a loaded operator
+      library (:class:`opbridge.Library`), what a host of the runtime loads.
     - ``facts()``: (name, value) lines for ``opbridge doctor``, and
       ``checks()``: its :class:`RuntimeCheck` list (versions that fit, a
       model that runs with the library).
@@ -48,6 +50,7 @@ class Runtime:
     base_level: str
     default_level: str
     version: Callable[[], str]
+    library_path: Callable[[Any], str]
     facts: Callable[[], list[tuple[str, str]]] = field(default=lambda: [])
     checks: Callable[[], list[RuntimeCheck]] = field(default=lambda: [])
 

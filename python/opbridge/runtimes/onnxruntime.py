@@ -416,6 +416,7 @@ RUNTIME = Runtime(
     base_level="disable_all",
     default_level="enable_all",
     version=_version,
+    library_path=_path_of,
     facts=_facts,
     checks=_checks,
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import inspect
 
 from opbridge._library import ONNX_DOMAIN, ONNX_DOMAIN_VERSION, specs
+from opbridge.export import routes
 from opbridge.ops import card
 
 
@@ -50,12 +51,21 @@ def render_operators() -> str:
         lines += ["", "| attribute | type | |", "|---|---|---|"]
         lines += [f"| `{a['name']}` | {a['type']} | {_default(a)} |" for a in spec["attrs"]]
         lines += ["", "Outputs: " + ", ".join(f"`{o}`" for o in spec["outputs"]), ""]
-        standard = card(name).standard
-        doc = (inspect.getdoc(standard) or "") if standard is not None else "none"
-        lines += ["Standard route: " + " ".join(doc.split()), ""]
-        ort_form = card(name).ort
-        if ort_form is not None:
-            lines += ["ort route: " + " ".join((inspect.getdoc(ort_form) or "").split()), ""]
-        else:
-            lines += ["ort route: the standard form.", ""]
+        lines += _route_forms(card(name))
     return "\n".join(lines)
+
+
+def _route_forms(found) -> list[str]:
+    """One paragraph per route that builds the op from other ONNX operators:
+    the form's docstring, or which form it falls back to."""
+    lines = []
+    for route in routes.routes().values():
+        if route.library_node:
+            continue
+        form = found.form(route.name)
+        if form is not None:
+            text = " ".join((inspect.getdoc(form) or "").split())
+        else:
+            text = "none" if route.name == "standard" else "the standard form."
+        lines += [f"{route.label}: {text}", ""]
+    return lines

@@ -4,18 +4,17 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from opbridge.runtimes.onnxruntime import OPTIMIZATION_LEVELS
 from opbridge.verify.comparison import Stats, describe, format_error
 from opbridge.verify.status import FAIL, NOT_APPLICABLE, PASS, WARN
 from opbridge.verify.structure import shape_text
 
-if TYPE_CHECKING:  # the report calls this module; it is not imported here
-    from opbridge.verify.report import VerificationReport
+# The functions here take an opbridge.verify.VerificationReport, whose
+# format() and plot() call them: that module is not imported here.
 
 
-def format_report(report: VerificationReport) -> list[str]:
+def format_report(report) -> list[str]:
     """The report's lines: structure, final outputs, sweeps, layers, result."""
     verdict = "PASS" if report.passed else "FAIL"
     tolerance = f"rtol {report.rtol:g}, atol {report.atol:g}"
@@ -43,7 +42,7 @@ def format_report(report: VerificationReport) -> list[str]:
     return lines
 
 
-def _outputs_section(report: VerificationReport) -> list[str]:
+def _outputs_section(report) -> list[str]:
     lines = [f"Final outputs (example inputs, {report.default_level}) vs PyTorch"]
     if not report.outputs:
         return [*lines, "  (not run)"]
@@ -65,7 +64,7 @@ def _outputs_section(report: VerificationReport) -> list[str]:
     return lines + _table(headers, rows)
 
 
-def _sweeps_section(report: VerificationReport) -> list[str]:
+def _sweeps_section(report) -> list[str]:
     lines = ["Sweeps: max abs error vs PyTorch, every case at every optimization level"]
     cases = list(dict.fromkeys((c.case, c.batch) for c in report.cells))
     by_key = {(c.case, c.level): c for c in report.cells}
@@ -100,7 +99,7 @@ def _sweeps_section(report: VerificationReport) -> list[str]:
     return lines
 
 
-def _layers_section(report: VerificationReport) -> list[str]:
+def _layers_section(report) -> list[str]:
     lines = [f"Layer by layer: {report.layer_mapping}"]
     if report.layers:
         rows = []
@@ -132,7 +131,7 @@ def _layers_section(report: VerificationReport) -> list[str]:
     return lines
 
 
-def _reference_section(report: VerificationReport) -> list[str]:
+def _reference_section(report) -> list[str]:
     lines = [f"Against the reference model ({report.reference})"]
     rows = [
         [
@@ -199,7 +198,7 @@ def _range(s: Stats | None) -> str:
     return f"{s.min:.3g}/{s.max:.3g}/{s.mean:.3g}/{s.var:.3g}"
 
 
-def plot(report: VerificationReport, path: Path) -> None:
+def plot(report, path: Path) -> None:
     """Per-layer error on a log scale, first divergence marked (PNG, needs matplotlib)."""
     import matplotlib
 
