@@ -3,6 +3,7 @@
 #
 #   opbridge_add_operator_library(<name>
 #     SOURCES <spec.cpp, kernel.cpp, ...>
+#     [ADAPTERS <adapter>...]         the runtimes to build for       (default: torch ort)
 #     [TORCH_NAMESPACE <ns>]         torch.ops.<ns>.<op>             (default <name>)
 #     [ONNX_DOMAIN <domain>]          the custom route's ONNX domain  (default <name>)
 #     [DOMAIN_VERSION <n>]            that domain's opset version     (default 1)
@@ -10,8 +11,8 @@
 #     [TORCH_MODULE_NAME <module>]    the Python module               (default <name>_torch)
 #     [ORT_LIBRARY_NAME <lib>]        lib<lib>.so for ONNX Runtime    (default <name>_ort)
 #     [INCLUDE_DIRECTORIES <dir>...]  (the current source dir is always included)
-#     [INSTALL_DESTINATION <dir>]     install both libraries there
-#     [NO_TORCH] [NO_ORT])
+#     [INSTALL_DESTINATION <dir>]     install the adapters' libraries there
+#     [NO_TORCH] [NO_ORT])            deprecated: ADAPTERS without torch / ort
 #
 # SOURCES may list CUDA kernels (kernel.cu). They are compiled only with
 # -DOPBRIDGE_CUDA=ON (for CMAKE_CUDA_ARCHITECTURES, default 80;90); their
@@ -19,17 +20,25 @@
 # tensors; needs a CUDA build of torch) and ONNX Runtime (the CUDA execution
 # provider). Without it the same library builds for the CPU alone.
 #
-# It makes three targets:
-#   <name>_core   the kernels, specs and opbridge's core (an OBJECT library);
-#   <name>_torch  a Python extension module that registers every spec with
-#                 PyTorch (op + backward, CPU/Meta/Autograd) when imported;
-#                 load it with opbridge.load_library(path);
-#   <name>_ort    an ONNX Runtime custom-op library for the domain; it exports
-#                 only RegisterCustomOps and links no libonnxruntime.
+# It makes <name>_core, the kernels, specs and opbridge's core (an OBJECT
+# library), and one target per adapter in ADAPTERS:
+#   torch  <name>_torch, a Python extension module that registers every spec
+#          with PyTorch (op + backward, CPU/Meta/Autograd) when imported; load
+#          it with opbridge.load_library(path);
+#   ort    <name>_ort, an ONNX Runtime custom-op library for the domain; it
+#          exports only RegisterCustomOps and links no libonnxruntime.
 #
-# Needs OPBRIDGE_SDK_CSRC (opbridge's sources and public headers) and
-# OPBRIDGE_ORT_INCLUDE_DIR (ONNX Runtime's C/C++ headers): the installed
-# package's opbridgeConfig.cmake sets both.
+# Each adapter is one function, _opbridge_adapter_<adapter>(<name> <out_var>),
+# named in the OPBRIDGE_ADAPTERS global property: it builds the adapter's
+# target from <name>_core (and the adapter's sources under OPBRIDGE_SDK_CSRC),
+# reads the library's options as the ARG_<KEYWORD> variables of
+# opbridge_add_operator_library, and sets <out_var> to the targets to install.
+# Supporting another runtime is one more such function and its name in that
+# property (plus, if it needs one, an option keyword of its own).
+#
+# Needs OPBRIDGE_SDK_CSRC (opbridge's sources and public headers) and, for the
+# ort adapter, OPBRIDGE_ORT_INCLUDE_DIR (ONNX Runtime's C/C++ headers): the
+# installed package's opbridgeConfig.cmake sets both.
 include_guard(GLOBAL)
 
 option(OPBRIDGE_WERROR "Treat compiler warnings as errors" OFF)
@@ -79,11 +88,65 @@ macro(_opbridge_find_torch)
   endif()
 endmacro()
 
+# The adapters opbridge_add_operator_library knows, in its default order.
+set_property(GLOBAL PROPERTY OPBRIDGE_ADAPTERS torch ort)
+
+# ONNX Runtime: <name>_ort, a custom-op library (ort_adapter/).
+function(_opbridge_adapter_ort name out_var)
+  if(NOT EXISTS "${OPBRIDGE_ORT_INCLUDE_DIR}/onnxruntime_c_api.h")
+    message(FATAL_ERROR "ONNX Runtime headers not found in '${OPBRIDGE_ORT_INCLUDE_DIR}' (OPBRIDGE_ORT_INCLUDE_DIR)")
+  endif()
+  file(GLOB _sdk_ort CONFIGURE_DEPENDS "${OPBRIDGE_SDK_CSRC}/ort_adapter/*.cpp")
+  add_library(${name}_ort SHARED ${_sdk_ort} $<TARGET_OBJECTS:${name}_core>)
+  set_target_properties(${name}_ort PROPERTIES OUTPUT_NAME "${ARG_ORT_LIBRARY_NAME}" CXX_VISIBILITY_PRESET hidden
+                                               VISIBILITY_INLINES_HIDDEN ON
+                                               LINK_DEPENDS "${OPBRIDGE_SDK_CSRC}/ort_adapter/exports.map")
+  target_include_directories(${name}_ort SYSTEM PRIVATE "${OPBRIDGE_ORT_INCLUDE_DIR}")
+  target_link_libraries(${name}_ort PRIVATE ${name}_core)
+  target_compile_options(${name}_ort PRIVATE ${OPBRIDGE_COMPILE_WARNINGS})
+  target_link_options(${name}_ort PRIVATE "-Wl,--no-undefined" "-Wl,--exclude-libs,ALL"
+                      "-Wl,--version-script=${OPBRIDGE_SDK_CSRC}/ort_adapter/exports.map")
+  set(${out_var} ${name}_ort PARENT_SCOPE)
+endfunction()
+
+# PyTorch: <name>_torch, a Python extension module (torch_adapter/).
+function(_opbridge_adapter_torch name out_var)
+  _opbridge_find_torch()
+  if(OPBRIDGE_CUDA AND NOT OPBRIDGE_TORCH_CUDA)
+    message(FATAL_ERROR "OPBRIDGE_CUDA=ON needs a CUDA build of torch for the PyTorch extension; torch "
+                        "${OPBRIDGE_TORCH_VERSION} has no CUDA (or build with ADAPTERS ort)")
+  endif()
+  file(GLOB _sdk_torch CONFIGURE_DEPENDS "${OPBRIDGE_SDK_CSRC}/torch_adapter/*.cpp")
+  Python3_add_library(${name}_torch MODULE WITH_SOABI ${_sdk_torch} $<TARGET_OBJECTS:${name}_core>)
+  set_target_properties(${name}_torch PROPERTIES OUTPUT_NAME "${ARG_TORCH_MODULE_NAME}" CXX_VISIBILITY_PRESET hidden
+                                                 VISIBILITY_INLINES_HIDDEN ON)
+  target_link_libraries(${name}_torch PRIVATE ${name}_core torch)
+  target_include_directories(${name}_torch SYSTEM PRIVATE "${TORCH_INSTALL_PREFIX}/include")
+  target_compile_options(${name}_torch PRIVATE ${OPBRIDGE_COMPILE_WARNINGS})
+  # The kernels and the ONNX Runtime library are C++17; the torch adapter
+  # compiles with the standard torch's headers require (C++20 from 2.14).
+  string(REGEX MATCH "^[0-9]+\\.[0-9]+" _torch_minor "${OPBRIDGE_TORCH_VERSION}")
+  if(_torch_minor VERSION_GREATER_EQUAL 2.14)
+    set_target_properties(${name}_torch PROPERTIES CXX_STANDARD 20)
+  endif()
+  target_compile_definitions(
+    ${name}_torch PRIVATE OPBRIDGE_MODULE_NAME=${ARG_TORCH_MODULE_NAME}
+                          OPBRIDGE_ORT_LIBRARY_FILE="lib${ARG_ORT_LIBRARY_NAME}.so"
+                          OPBRIDGE_TORCH_VERSION="${OPBRIDGE_TORCH_VERSION}")
+  if(OPBRIDGE_TORCH_LIBGOMP)
+    target_compile_options(${name}_torch PRIVATE -fopenmp)
+    target_link_libraries(${name}_torch PRIVATE "${OPBRIDGE_TORCH_LIBGOMP}")
+  endif()
+  # torch is imported before the module; the rpath only matters for tools like ldd.
+  set_target_properties(${name}_torch PROPERTIES INSTALL_RPATH "$ORIGIN/../torch/lib")
+  set(${out_var} ${name}_torch PARENT_SCOPE)
+endfunction()
+
 function(opbridge_add_operator_library name)
   cmake_parse_arguments(
     PARSE_ARGV 1 ARG "NO_TORCH;NO_ORT"
     "TORCH_NAMESPACE;ONNX_DOMAIN;DOMAIN_VERSION;VERSION;TORCH_MODULE_NAME;ORT_LIBRARY_NAME;INSTALL_DESTINATION"
-    "SOURCES;INCLUDE_DIRECTORIES")
+    "SOURCES;INCLUDE_DIRECTORIES;ADAPTERS")
   if(NOT ARG_SOURCES)
     message(FATAL_ERROR "opbridge_add_operator_library(${name}): SOURCES is required")
   endif()
@@ -91,6 +154,34 @@ function(opbridge_add_operator_library name)
     message(FATAL_ERROR "opbridge_add_operator_library: OPBRIDGE_SDK_CSRC does not hold opbridge's sources "
                         "(find_package(opbridge CONFIG) sets it)")
   endif()
+
+  # The adapters: ADAPTERS, else all of them; NO_<ADAPTER> (deprecated)
+  # removes one.
+  get_property(_known GLOBAL PROPERTY OPBRIDGE_ADAPTERS)
+  if("ADAPTERS" IN_LIST ARG_KEYWORDS_MISSING_VALUES)
+    set(_adapters)
+  elseif(DEFINED ARG_ADAPTERS)
+    set(_adapters ${ARG_ADAPTERS})
+  else()
+    set(_adapters ${_known})
+  endif()
+  foreach(_adapter IN ITEMS torch ort)
+    string(TOUPPER "${_adapter}" _upper)
+    if(ARG_NO_${_upper})
+      message(DEPRECATION "opbridge_add_operator_library(${name}): NO_${_upper} is deprecated; list the "
+                          "adapters to build in ADAPTERS instead")
+      list(REMOVE_ITEM _adapters ${_adapter})
+    endif()
+  endforeach()
+  list(REMOVE_DUPLICATES _adapters)
+  foreach(_adapter IN LISTS _adapters)
+    if(NOT _adapter IN_LIST _known OR NOT COMMAND _opbridge_adapter_${_adapter})
+      string(REPLACE ";" ", " _accepted "${_known}")
+      message(FATAL_ERROR "opbridge_add_operator_library(${name}): unknown adapter '${_adapter}' in ADAPTERS "
+                          "(accepted: ${_accepted})")
+    endif()
+  endforeach()
+
   foreach(field TORCH_NAMESPACE ONNX_DOMAIN)
     if(NOT ARG_${field})
       set(ARG_${field} "${name}")
@@ -117,8 +208,6 @@ function(opbridge_add_operator_library name)
   endif()
 
   file(GLOB _sdk_core CONFIGURE_DEPENDS "${OPBRIDGE_SDK_CSRC}/opbridge/*.cpp")
-  file(GLOB _sdk_torch CONFIGURE_DEPENDS "${OPBRIDGE_SDK_CSRC}/torch_adapter/*.cpp")
-  file(GLOB _sdk_ort CONFIGURE_DEPENDS "${OPBRIDGE_SDK_CSRC}/ort_adapter/*.cpp")
   find_package(hwy REQUIRED)
 
   # Kernels, specs and the core, compiled once with the library's identity.
@@ -147,52 +236,11 @@ function(opbridge_add_operator_library name)
   endif()
 
   set(_installed)
-  if(NOT ARG_NO_ORT)
-    if(NOT EXISTS "${OPBRIDGE_ORT_INCLUDE_DIR}/onnxruntime_c_api.h")
-      message(FATAL_ERROR "ONNX Runtime headers not found in '${OPBRIDGE_ORT_INCLUDE_DIR}' (OPBRIDGE_ORT_INCLUDE_DIR)")
-    endif()
-    add_library(${name}_ort SHARED ${_sdk_ort} $<TARGET_OBJECTS:${name}_core>)
-    set_target_properties(${name}_ort PROPERTIES OUTPUT_NAME "${ARG_ORT_LIBRARY_NAME}" CXX_VISIBILITY_PRESET hidden
-                                                 VISIBILITY_INLINES_HIDDEN ON
-                                                 LINK_DEPENDS "${OPBRIDGE_SDK_CSRC}/ort_adapter/exports.map")
-    target_include_directories(${name}_ort SYSTEM PRIVATE "${OPBRIDGE_ORT_INCLUDE_DIR}")
-    target_link_libraries(${name}_ort PRIVATE ${name}_core)
-    target_compile_options(${name}_ort PRIVATE ${OPBRIDGE_COMPILE_WARNINGS})
-    target_link_options(${name}_ort PRIVATE "-Wl,--no-undefined" "-Wl,--exclude-libs,ALL"
-                        "-Wl,--version-script=${OPBRIDGE_SDK_CSRC}/ort_adapter/exports.map")
-    list(APPEND _installed ${name}_ort)
-  endif()
-
-  if(NOT ARG_NO_TORCH)
-    _opbridge_find_torch()
-    if(OPBRIDGE_CUDA AND NOT OPBRIDGE_TORCH_CUDA)
-      message(FATAL_ERROR "OPBRIDGE_CUDA=ON needs a CUDA build of torch for the PyTorch extension; torch "
-                          "${OPBRIDGE_TORCH_VERSION} has no CUDA (or build with NO_TORCH)")
-    endif()
-    Python3_add_library(${name}_torch MODULE WITH_SOABI ${_sdk_torch} $<TARGET_OBJECTS:${name}_core>)
-    set_target_properties(${name}_torch PROPERTIES OUTPUT_NAME "${ARG_TORCH_MODULE_NAME}" CXX_VISIBILITY_PRESET hidden
-                                                   VISIBILITY_INLINES_HIDDEN ON)
-    target_link_libraries(${name}_torch PRIVATE ${name}_core torch)
-    target_include_directories(${name}_torch SYSTEM PRIVATE "${TORCH_INSTALL_PREFIX}/include")
-    target_compile_options(${name}_torch PRIVATE ${OPBRIDGE_COMPILE_WARNINGS})
-    # The kernels and the ONNX Runtime library are C++17; the torch adapter
-    # compiles with the standard torch's headers require (C++20 from 2.14).
-    string(REGEX MATCH "^[0-9]+\\.[0-9]+" _torch_minor "${OPBRIDGE_TORCH_VERSION}")
-    if(_torch_minor VERSION_GREATER_EQUAL 2.14)
-      set_target_properties(${name}_torch PROPERTIES CXX_STANDARD 20)
-    endif()
-    target_compile_definitions(
-      ${name}_torch PRIVATE OPBRIDGE_MODULE_NAME=${ARG_TORCH_MODULE_NAME}
-                            OPBRIDGE_ORT_LIBRARY_FILE="lib${ARG_ORT_LIBRARY_NAME}.so"
-                            OPBRIDGE_TORCH_VERSION="${OPBRIDGE_TORCH_VERSION}")
-    if(OPBRIDGE_TORCH_LIBGOMP)
-      target_compile_options(${name}_torch PRIVATE -fopenmp)
-      target_link_libraries(${name}_torch PRIVATE "${OPBRIDGE_TORCH_LIBGOMP}")
-    endif()
-    # torch is imported before the module; the rpath only matters for tools like ldd.
-    set_target_properties(${name}_torch PROPERTIES INSTALL_RPATH "$ORIGIN/../torch/lib")
-    list(APPEND _installed ${name}_torch)
-  endif()
+  foreach(_adapter IN LISTS _adapters)
+    set(_targets)
+    cmake_language(CALL _opbridge_adapter_${_adapter} ${name} _targets)
+    list(APPEND _installed ${_targets})
+  endforeach()
 
   if(ARG_INSTALL_DESTINATION AND _installed)
     install(TARGETS ${_installed} LIBRARY DESTINATION "${ARG_INSTALL_DESTINATION}")

@@ -2,7 +2,10 @@
 // add_rms_norm, layer_norm, add_layer_norm); included by their kernel.cu
 // files only. Everything here has internal linkage (an unnamed namespace), so
 // each kernel.cu gets its own copies and no two translation units share a
-// kernel symbol.
+// kernel symbol. A kernel.cu uses the entry points at the end: Forward and
+// Backward on storage types for the operator's typed CUDA functions, and
+// LaunchForwardArgs / LaunchBackwardArgs, which unpack KernelArgs with
+// opbridge/norm_launch.h, for its OPBRIDGE_REGISTER_CUDA_KERNELS.
 //
 // Layout of the work: a row is handled by a group of G threads (one warp for
 // short rows, up to kMaxGroup threads for long ones), and a block runs
@@ -34,6 +37,7 @@
 #include <type_traits>
 
 #include "opbridge/cuda_device.cuh"
+#include "opbridge/norm_launch.h"
 
 namespace opbridge::cuda::norms {
 namespace {
@@ -937,6 +941,74 @@ Status LaunchBackward(const OpSpec& spec, const D* grad_y, const D* grad_add, co
     OPBRIDGE_RETURN_IF_ERROR(FinishPartials<D>(spec, partial_b, chunks, cols, grad_bias, stream));
   }
   return Status::Ok();
+}
+
+// ---------------------------------------------------------------------------
+// Entry points in storage types and from KernelArgs: all an operator's
+// kernel.cu needs. T is the host storage type (float, double, Float16,
+// BFloat16), cast here to the kernels' DeviceType<T>.
+
+template <typename T>
+const DeviceType<T>* ToDevice(const T* p) {
+  return reinterpret_cast<const DeviceType<T>*>(p);
+}
+template <typename T>
+DeviceType<T>* ToDevice(T* p) {
+  return reinterpret_cast<DeviceType<T>*>(p);
+}
+
+// LaunchForward on storage types: kResidual kNone normalizes x (residual and
+// sum null), kAdded writes sum = x + residual and normalizes it.
+template <Norm kNorm, NormResidual kResidual, typename T>
+Status Forward(const OpSpec& spec, const T* x, const T* residual, const T* weight, const T* bias, T* y,
+               T* sum, int64_t rows, int64_t cols, double eps, CudaStream stream) {
+  return LaunchForward<kNorm, kResidual == NormResidual::kAdded, DeviceType<T>>(
+      spec, ToDevice(x), ToDevice(residual), ToDevice(weight), ToDevice(bias), ToDevice(y), ToDevice(sum),
+      rows, cols, eps, stream);
+}
+
+// LaunchBackward on storage types; grad_sum is the gradient of the forward's
+// sum output (null without a residual).
+template <Norm kNorm, typename T>
+Status Backward(const OpSpec& spec, const T* grad_y, const T* grad_sum, const T* x, const T* weight,
+                T* grad_x, T* grad_weight, T* grad_bias, int64_t rows, int64_t cols, double eps,
+                void* scratch, CudaStream stream) {
+  return LaunchBackward<kNorm, DeviceType<T>>(spec, ToDevice(grad_y), ToDevice(grad_sum), ToDevice(x),
+                                              ToDevice(weight), ToDevice(grad_x), ToDevice(grad_weight),
+                                              ToDevice(grad_bias), rows, cols, eps, scratch, stream);
+}
+
+// Bytes of scratch memory Backward needs for rows x cols of T.
+template <typename T>
+size_t ScratchBytes(int64_t rows, int64_t cols) {
+  return BackwardScratchBytes<DeviceType<T>>(rows, cols);
+}
+
+// A norm's CUDA forward from KernelArgs (opbridge/norm_launch.h's layout for
+// kResidual), for OPBRIDGE_REGISTER_CUDA_KERNELS.
+template <Norm kNorm, NormResidual kResidual>
+Status LaunchForwardArgs(const OpSpec& spec, const KernelArgs& args) {
+  return DispatchNormForward<kResidual>(spec, args, [&](const auto& t) {
+    return Forward<kNorm, kResidual>(spec, t.x, t.residual, t.weight, t.bias, t.y, t.sum, t.rows, t.cols,
+                                     t.eps, args.stream);
+  });
+}
+
+// A norm's CUDA backward from KernelArgs; a dtype error names
+// `dtype_argument`. Scratch memory for the weight and bias gradients comes
+// from args.scratch, only when one of them is wanted.
+template <Norm kNorm, NormResidual kResidual>
+Status LaunchBackwardArgs(const OpSpec& spec, const char* dtype_argument, const KernelArgs& args) {
+  return DispatchNormBackward<kResidual>(spec, dtype_argument, args, [&](const auto& t) -> Status {
+    using T = std::remove_cv_t<std::remove_pointer_t<decltype(t.x)>>;
+    unsigned char* scratch = nullptr;
+    const size_t scratch_bytes = ScratchBytes<T>(t.rows, t.cols);
+    if (scratch_bytes > 0 && (t.grad_weight != nullptr || t.grad_bias != nullptr)) {
+      OPBRIDGE_RETURN_IF_ERROR(cuda::Scratch(spec, args, scratch_bytes, &scratch));
+    }
+    return Backward<kNorm>(spec, t.grad_y, t.grad_sum, t.x, t.weight, t.grad_x, t.grad_weight, t.grad_bias,
+                           t.rows, t.cols, t.eps, scratch, args.stream);
+  });
 }
 
 }  // namespace

@@ -1,6 +1,28 @@
 // The single description of an operator's interface. The PyTorch schema, the
 // ONNX node (domain, op type, attribute names) and the ONNX Runtime kernel
 // registration are all derived from an OpSpec, so they cannot drift apart.
+//
+// OpSpec and its parts are plain aggregates. A spec is best written with the
+// named builders at the end of this header (OpSpec::Builder, Input, Attr,
+// GradOfOutput, SavedInput, Gradient, ...), which name every field where it
+// is set:
+//
+//   inline const OpSpec kRmsNormSpec =
+//       OpSpec::Builder("rms_norm", "RmsNorm")
+//           .Doc("x * rsqrt(mean(x^2, -1) + eps) * weight (+ bias), over the last dimension of x.")
+//           .Inputs({Input("x"), Input("weight"), OptionalInput("bias")})
+//           .Attrs({Attr::Float("eps", 1e-6)})
+//           .Outputs({"y"})
+//           .Infer(InferRmsNorm)
+//           .Forward(LaunchRmsNorm)
+//           .Backward(LaunchRmsNormBackward)
+//           .BackwardInputs({GradOfOutput("grad_y", 0).Like(1), SavedInput("x", 0), SavedInput("weight", 1)})
+//           .BackwardOutputs({Gradient("grad_x").Like(1), Gradient("grad_weight").Like(2),
+//                             Gradient("grad_bias").Like(2).Optional()})
+//           .InputGradients({0, 1, 2});
+//
+// The aggregate (positional) form, OpSpec{"rms_norm", "RmsNorm", ...},
+// describes the same spec and keeps compiling.
 #pragma once
 
 #include <cstddef>
@@ -100,6 +122,7 @@ enum class TensorSource {
   kOutput,      // forward output `index`, saved for the backward
 };
 
+// Made by GradOfOutput, SavedInput or SavedOutput (below).
 struct BackwardInput {
   const char* name;
   TensorSource source;
@@ -107,8 +130,16 @@ struct BackwardInput {
   // For a gradient: the backward input (an index into BackwardSpec::inputs)
   // whose dtype and shape it must have; -1 leaves it to BackwardSpec::infer.
   int like = -1;
+
+  // This input with `like` set to `backward_input`.
+  constexpr BackwardInput Like(int backward_input) const {
+    BackwardInput input = *this;
+    input.like = backward_input;
+    return input;
+  }
 };
 
+// Made by Gradient (below).
 struct BackwardOutput {
   const char* name;
   // The backward input (an index into BackwardSpec::inputs) whose shape and
@@ -117,6 +148,19 @@ struct BackwardOutput {
   // true: the kernel skips this gradient when nobody needs it (it then gets
   // a null pointer); false: it is always computed.
   bool optional = false;
+
+  // This gradient with `like` set to `backward_input`.
+  constexpr BackwardOutput Like(int backward_input) const {
+    BackwardOutput output = *this;
+    output.like = backward_input;
+    return output;
+  }
+  // This gradient, computed only when needed (`optional` set).
+  constexpr BackwardOutput Optional() const {
+    BackwardOutput output = *this;
+    output.optional = true;
+    return output;
+  }
 };
 
 // The backward of an operator, as the PyTorch adapter registers it: the op
@@ -138,14 +182,16 @@ struct BackwardSpec {
 };
 
 struct OpSpec {
-  const char* name;       // snake_case: the PyTorch op name.
-  const char* onnx_type;  // CamelCase: the ONNX node op type.
-  const char* doc;        // One line for generated documentation.
+  class Builder;  // names each field where it is set (below)
+
+  const char* name = nullptr;       // snake_case: the PyTorch op name.
+  const char* onnx_type = nullptr;  // CamelCase: the ONNX node op type.
+  const char* doc = nullptr;        // One line for generated documentation.
   std::vector<InputSpec> inputs;
   std::vector<AttrSpec> attrs;
   std::vector<const char*> outputs;
-  InferFn infer;
-  LaunchFn forward;
+  InferFn infer = nullptr;
+  LaunchFn forward = nullptr;
   // Optional; when set, adapters that know the attributes use it instead of
   // `infer` (which then covers only callers without attributes).
   InferAttrsFn infer_attrs = nullptr;
@@ -172,6 +218,129 @@ struct OpSpec {
 };
 
 const char* AttrTypeName(AttrType type);
+
+// ---------------------------------------------------------------------------
+// Named builders: a spec whose every field is named where it is set (see the
+// example at the top). Each makes the same aggregate the positional form does.
+
+// Forward inputs: a tensor, or an optional one (a null pointer when absent).
+constexpr InputSpec Input(const char* name) { return InputSpec{name, false}; }
+constexpr InputSpec OptionalInput(const char* name) { return InputSpec{name, true}; }
+
+// Attributes, by type: without a default the attribute is required;
+// Attr::Float("eps", 1e-6) has the default 1e-6. Float lists are required.
+struct Attr {
+  static constexpr AttrSpec Float(const char* name) { return AttrSpec{name, AttrType::kFloat, false, 0.0}; }
+  static constexpr AttrSpec Float(const char* name, double default_value) {
+    return AttrSpec{name, AttrType::kFloat, true, default_value};
+  }
+  static constexpr AttrSpec Int(const char* name) { return AttrSpec{name, AttrType::kInt, false, 0.0}; }
+  static constexpr AttrSpec Int(const char* name, int64_t default_value) {
+    return AttrSpec{name, AttrType::kInt, true, static_cast<double>(default_value)};
+  }
+  static constexpr AttrSpec Bool(const char* name) { return AttrSpec{name, AttrType::kBool, false, 0.0}; }
+  static constexpr AttrSpec Bool(const char* name, bool default_value) {
+    return AttrSpec{name, AttrType::kBool, true, default_value ? 1.0 : 0.0};
+  }
+  static constexpr AttrSpec String(const char* name) { return AttrSpec{name, AttrType::kString, false, 0.0}; }
+  static constexpr AttrSpec String(const char* name, const char* default_text) {
+    return AttrSpec{name, AttrType::kString, true, 0.0, default_text};
+  }
+  static constexpr AttrSpec Floats(const char* name) { return AttrSpec{name, AttrType::kFloats, false, 0.0}; }
+};
+
+// Backward inputs: the gradient of forward output `output` (add .Like(i) to
+// give it the dtype and shape of backward input i), or forward input `input`
+// / output `output`, saved for the backward.
+constexpr BackwardInput GradOfOutput(const char* name, int output) {
+  return BackwardInput{name, TensorSource::kGradOutput, output};
+}
+constexpr BackwardInput SavedInput(const char* name, int input) {
+  return BackwardInput{name, TensorSource::kInput, input};
+}
+constexpr BackwardInput SavedOutput(const char* name, int output) {
+  return BackwardInput{name, TensorSource::kOutput, output};
+}
+
+// A backward output: a gradient, shaped by BackwardSpec::infer unless
+// .Like(i) gives it backward input i's dtype and shape; always computed
+// unless .Optional().
+constexpr BackwardOutput Gradient(const char* name) { return BackwardOutput{name, -1, false}; }
+
+// An OpSpec, field by field; converts to the OpSpec it describes:
+//   inline const OpSpec kSpec = OpSpec::Builder("soft_cap", "SoftCap").Doc(...)...;
+// Fields not set keep the aggregate's defaults (no doc, no backward, ...).
+class OpSpec::Builder {
+ public:
+  // name: snake_case, the PyTorch op name; onnx_type: CamelCase, the ONNX
+  // node op type.
+  Builder(const char* name, const char* onnx_type) {
+    spec_.name = name;
+    spec_.onnx_type = onnx_type;
+  }
+
+  Builder& Doc(const char* doc) {
+    spec_.doc = doc;
+    return *this;
+  }
+  // Input(...) and OptionalInput(...), in call order.
+  Builder& Inputs(std::vector<InputSpec> inputs) {
+    spec_.inputs = std::move(inputs);
+    return *this;
+  }
+  // Attr::Float(...), Attr::Int(...), ..., in call order.
+  Builder& Attrs(std::vector<AttrSpec> attrs) {
+    spec_.attrs = std::move(attrs);
+    return *this;
+  }
+  Builder& Outputs(std::vector<const char*> outputs) {
+    spec_.outputs = std::move(outputs);
+    return *this;
+  }
+  Builder& Infer(InferFn infer) {
+    spec_.infer = infer;
+    return *this;
+  }
+  Builder& InferAttrs(InferAttrsFn infer_attrs) {
+    spec_.infer_attrs = infer_attrs;
+    return *this;
+  }
+  Builder& Forward(LaunchFn forward) {
+    spec_.forward = forward;
+    return *this;
+  }
+
+  // The backward (BackwardSpec), field by field: its kernel, its inputs
+  // (GradOfOutput, SavedInput, SavedOutput), its outputs (Gradient), the
+  // output holding each forward input's gradient (-1: none), and the
+  // optional shape rule for outputs without .Like.
+  Builder& Backward(LaunchFn launch) {
+    spec_.backward.launch = launch;
+    return *this;
+  }
+  Builder& BackwardInputs(std::vector<BackwardInput> inputs) {
+    spec_.backward.inputs = std::move(inputs);
+    return *this;
+  }
+  Builder& BackwardOutputs(std::vector<BackwardOutput> outputs) {
+    spec_.backward.outputs = std::move(outputs);
+    return *this;
+  }
+  Builder& InputGradients(std::vector<int> input_grads) {
+    spec_.backward.input_grads = std::move(input_grads);
+    return *this;
+  }
+  Builder& InferBackward(InferAttrsFn infer) {
+    spec_.backward.infer = infer;
+    return *this;
+  }
+
+  const OpSpec& spec() const { return spec_; }
+  operator OpSpec() const { return spec_; }  // NOLINT: implicit on purpose
+
+ private:
+  OpSpec spec_;
+};
 
 // spec.infer_attrs(inputs, attrs, outputs) when the op has one, else
 // spec.infer(inputs, outputs).

@@ -3,8 +3,8 @@
 // gradient into the last pass of the backward.
 #include "ops/add_layer_norm/kernel.h"
 
-#include "opbridge/checks.h"
 #include "opbridge/half.h"
+#include "opbridge/norm_launch.h"
 #include "ops/add_layer_norm/spec.h"
 #include "ops/layer_norm/kernel.h"
 
@@ -38,16 +38,9 @@ OPBRIDGE_INSTANTIATE(BFloat16)
 #undef OPBRIDGE_INSTANTIATE
 
 Status LaunchAddLayerNorm(const KernelArgs& args) {
-  const Shape& x_shape = args.input_infos[0].shape;
-  const int64_t cols = x_shape.back();
-  const int64_t rows = cols == 0 ? 0 : NumElements(x_shape) / cols;
-  const AddLayerNormAttrs attrs{args.attrs[0].number};
-  return DispatchFloatingOrHalf(kAddLayerNormSpec, "x", args.input_infos[0].dtype, [&](auto tag) {
-    using T = decltype(tag);
-    AddLayerNormForward<T>(static_cast<const T*>(args.inputs[0]), static_cast<const T*>(args.inputs[1]),
-                           static_cast<const T*>(args.inputs[2]), static_cast<const T*>(args.inputs[3]),
-                           static_cast<T*>(args.outputs[0]), static_cast<T*>(args.outputs[1]), rows, cols,
-                           attrs, args.parallel_for);
+  return DispatchNormForward<NormResidual::kAdded>(kAddLayerNormSpec, args, [&](const auto& t) {
+    AddLayerNormForward(t.x, t.residual, t.weight, t.bias, t.y, t.sum, t.rows, t.cols,
+                        AddLayerNormAttrs{t.eps}, args.parallel_for);
   });
 }
 
@@ -55,17 +48,11 @@ Status LaunchAddLayerNorm(const KernelArgs& args) {
 // null); outputs: the gradient of x + residual, grad_weight and grad_bias
 // (each null when not needed).
 Status LaunchAddLayerNormBackward(const KernelArgs& args) {
-  const Shape& shape = args.input_infos[2].shape;
-  const int64_t cols = shape.back();
-  const int64_t rows = cols == 0 ? 0 : NumElements(shape) / cols;
-  const AddLayerNormAttrs attrs{args.attrs[0].number};
-  return DispatchFloatingOrHalf(kAddLayerNormSpec, "residual_out", args.input_infos[2].dtype, [&](auto tag) {
-    using T = decltype(tag);
-    AddLayerNormBackward<T>(static_cast<const T*>(args.inputs[0]), static_cast<const T*>(args.inputs[1]),
-                            static_cast<const T*>(args.inputs[2]), static_cast<const T*>(args.inputs[3]),
-                            static_cast<T*>(args.outputs[0]), static_cast<T*>(args.outputs[1]),
-                            static_cast<T*>(args.outputs[2]), rows, cols, attrs, args.parallel_for);
-  });
+  return DispatchNormBackward<NormResidual::kAdded>(
+      kAddLayerNormSpec, "residual_out", args, [&](const auto& t) {
+        AddLayerNormBackward(t.grad_y, t.grad_sum, t.x, t.weight, t.grad_x, t.grad_weight, t.grad_bias,
+                             t.rows, t.cols, AddLayerNormAttrs{t.eps}, args.parallel_for);
+      });
 }
 
 }  // namespace opbridge

@@ -15,10 +15,9 @@
 #include <cmath>
 #include <type_traits>
 
-#include "opbridge/checks.h"
-#include "opbridge/column_sums.h"
 #include "opbridge/dynamic_for.h"
 #include "opbridge/half.h"
+#include "opbridge/norm_launch.h"
 #include "opbridge/simd-inl.h"
 #include "opbridge/simd.h"
 #include "ops/add_rms_norm/spec.h"
@@ -258,20 +257,6 @@ OPBRIDGE_ADD_RMS_NORM_ROW_KERNELS(Float16, F16)
 OPBRIDGE_ADD_RMS_NORM_ROW_KERNELS(BFloat16, BF16)
 #undef OPBRIDGE_ADD_RMS_NORM_ROW_KERNELS
 
-// eps as the kernel's compute type sees it (16-bit inputs compute in
-// float32, so eps is rounded to float32, not to the storage type).
-template <typename T>
-double EffectiveEps(double eps) {
-  return static_cast<double>(static_cast<ComputeType<T>>(eps));
-}
-
-// Outputs that do not fit in the last-level cache are written with
-// non-temporal stores (float32 / float64 outputs only).
-template <typename T>
-bool OutputStreams(int64_t elements) {
-  return elements * static_cast<int64_t>(sizeof(T)) > StreamingStoreBytes();
-}
-
 }  // namespace
 
 template <typename T>
@@ -279,9 +264,9 @@ void AddRmsNormForward(const T* x, const T* residual, const T* weight, const T* 
                        int64_t rows, int64_t cols, const AddRmsNormAttrs& attrs,
                        const ParallelFor& parallel_for) {
   if (rows <= 0 || cols <= 0) return;
-  const double eps = EffectiveEps<T>(attrs.eps);
+  const double eps = NormComputeEps<T>(attrs.eps);
   // Two outputs: together they decide whether to bypass the cache.
-  const bool stream = OutputStreams<T>(2 * rows * cols);
+  const bool stream = NormStreamsOutput<T>(2 * rows * cols);
   DynamicFor(parallel_for, rows, RowGrain(cols), [=](int64_t begin, int64_t end) {
     RowKernels<T>::Forward(x, residual, weight, bias, out, residual_out, begin, end, cols, eps, stream);
   });
@@ -291,27 +276,13 @@ template <typename T>
 void AddRmsNormBackward(const T* grad_out, const T* grad_residual_out, const T* residual_out, const T* weight,
                         T* grad_sum, T* grad_weight, T* grad_bias, int64_t rows, int64_t cols,
                         const AddRmsNormAttrs& attrs, const ParallelFor& parallel_for) {
-  if (cols <= 0) return;
-  if (rows <= 0) {
-    std::fill(grad_weight, grad_weight + cols, FromFloat<T>(0.0f));
-    if (grad_bias != nullptr) std::fill(grad_bias, grad_bias + cols, FromFloat<T>(0.0f));
-    return;
-  }
-  const double eps = EffectiveEps<T>(attrs.eps);
-  const bool want_bias = grad_bias != nullptr;
-  const bool stream = OutputStreams<T>(rows * cols);
-  // Weight and bias gradients: identical whatever the parallelism.
-  ChunkedColumnSums sums(rows, cols, want_bias ? 2 : 1);
-  ChunkedColumnSums* partials = &sums;
-  DynamicFor(parallel_for, sums.chunks(), 1, [=](int64_t chunk_begin, int64_t chunk_end) {
-    for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
-      RowKernels<T>::Backward(grad_out, grad_residual_out, residual_out, weight, grad_sum,
-                              partials->Partial(0, chunk), want_bias ? partials->Partial(1, chunk) : nullptr,
-                              partials->RowBegin(chunk), partials->RowEnd(chunk), cols, eps, stream);
-    }
-  });
-  sums.Total(0, grad_weight, FromDouble<T>);
-  if (want_bias) sums.Total(1, grad_bias, FromDouble<T>);
+  const double eps = NormComputeEps<T>(attrs.eps);
+  const bool stream = NormStreamsOutput<T>(rows * cols);
+  NormBackwardChunks(rows, cols, grad_weight, grad_bias, parallel_for,
+                     [=](double* pw, double* pb, int64_t row_begin, int64_t row_end) {
+                       RowKernels<T>::Backward(grad_out, grad_residual_out, residual_out, weight, grad_sum,
+                                               pw, pb, row_begin, row_end, cols, eps, stream);
+                     });
 }
 
 #define OPBRIDGE_INSTANTIATE(T)                                                                             \
@@ -326,32 +297,18 @@ OPBRIDGE_INSTANTIATE(BFloat16)
 #undef OPBRIDGE_INSTANTIATE
 
 Status LaunchAddRmsNorm(const KernelArgs& args) {
-  const Shape& x_shape = args.input_infos[0].shape;
-  const int64_t cols = x_shape.back();
-  const int64_t rows = cols == 0 ? 0 : NumElements(x_shape) / cols;
-  const AddRmsNormAttrs attrs{args.attrs[0].number};
-  return DispatchFloatingOrHalf(kAddRmsNormSpec, "x", args.input_infos[0].dtype, [&](auto tag) {
-    using T = decltype(tag);
-    AddRmsNormForward<T>(static_cast<const T*>(args.inputs[0]), static_cast<const T*>(args.inputs[1]),
-                         static_cast<const T*>(args.inputs[2]), static_cast<const T*>(args.inputs[3]),
-                         static_cast<T*>(args.outputs[0]), static_cast<T*>(args.outputs[1]), rows, cols,
-                         attrs, args.parallel_for);
+  return DispatchNormForward<NormResidual::kAdded>(kAddRmsNormSpec, args, [&](const auto& t) {
+    AddRmsNormForward(t.x, t.residual, t.weight, t.bias, t.y, t.sum, t.rows, t.cols, AddRmsNormAttrs{t.eps},
+                      args.parallel_for);
   });
 }
 
 // Backward inputs: grad_out, grad_residual_out, residual_out, weight;
 // outputs: the gradient of x + residual, grad_weight, grad_bias (or null).
 Status LaunchAddRmsNormBackward(const KernelArgs& args) {
-  const Shape& shape = args.input_infos[2].shape;
-  const int64_t cols = shape.back();
-  const int64_t rows = cols == 0 ? 0 : NumElements(shape) / cols;
-  const AddRmsNormAttrs attrs{args.attrs[0].number};
-  return DispatchFloatingOrHalf(kAddRmsNormSpec, "x", args.input_infos[2].dtype, [&](auto tag) {
-    using T = decltype(tag);
-    AddRmsNormBackward<T>(static_cast<const T*>(args.inputs[0]), static_cast<const T*>(args.inputs[1]),
-                          static_cast<const T*>(args.inputs[2]), static_cast<const T*>(args.inputs[3]),
-                          static_cast<T*>(args.outputs[0]), static_cast<T*>(args.outputs[1]),
-                          static_cast<T*>(args.outputs[2]), rows, cols, attrs, args.parallel_for);
+  return DispatchNormBackward<NormResidual::kAdded>(kAddRmsNormSpec, "x", args, [&](const auto& t) {
+    AddRmsNormBackward(t.grad_y, t.grad_sum, t.x, t.weight, t.grad_x, t.grad_weight, t.grad_bias, t.rows,
+                       t.cols, AddRmsNormAttrs{t.eps}, args.parallel_for);
   });
 }
 

@@ -18,23 +18,21 @@ Status LaunchBiasGeluBackward(const KernelArgs& args);
 // them; anything else is an error naming the attribute.
 Status ParseGeluApproximate(const std::string& approximate, bool* use_tanh);
 
-inline const OpSpec kBiasGeluSpec{
-    "bias_gelu",
-    "BiasGelu",
-    "gelu(x + bias) with bias over the last dimension of x; approximate 'none' (erf) or 'tanh', as in "
-    "torch.nn.functional.gelu.",
-    {{"x", false}, {"bias", false}},
-    {{"approximate", AttrType::kString, true, 0.0, "none"}},
-    {"y"},
-    InferBiasGelu,
-    LaunchBiasGelu,
-    InferBiasGeluAttrs,
-    {{{"grad_y", TensorSource::kGradOutput, 0, 1},
-      {"x", TensorSource::kInput, 0},
-      {"bias", TensorSource::kInput, 1}},
-     {{"grad_x", 1}, {"grad_bias", 2, true}},
-     {0, 1},
-     LaunchBiasGeluBackward},
-};
+inline const OpSpec kBiasGeluSpec =
+    OpSpec::Builder("bias_gelu", "BiasGelu")
+        .Doc(
+            "gelu(x + bias) with bias over the last dimension of x; approximate 'none' (erf) or 'tanh', as "
+            "in "
+            "torch.nn.functional.gelu.")
+        .Inputs({Input("x"), Input("bias")})
+        .Attrs({Attr::String("approximate", "none")})
+        .Outputs({"y"})
+        .Infer(InferBiasGelu)
+        .InferAttrs(InferBiasGeluAttrs)
+        .Forward(LaunchBiasGelu)
+        .Backward(LaunchBiasGeluBackward)
+        .BackwardInputs({GradOfOutput("grad_y", 0).Like(1), SavedInput("x", 0), SavedInput("bias", 1)})
+        .BackwardOutputs({Gradient("grad_x").Like(1), Gradient("grad_bias").Like(2).Optional()})
+        .InputGradients({0, 1});
 
 }  // namespace opbridge

@@ -23,10 +23,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "opbridge/checks.h"
-#include "opbridge/column_sums.h"
 #include "opbridge/dynamic_for.h"
 #include "opbridge/half.h"
+#include "opbridge/norm_launch.h"
 #include "opbridge/simd-inl.h"
 #include "opbridge/simd.h"
 #include "ops/layer_norm/spec.h"
@@ -517,20 +516,6 @@ OPBRIDGE_LAYER_NORM_ROW_KERNELS(Float16, F16)
 OPBRIDGE_LAYER_NORM_ROW_KERNELS(BFloat16, BF16)
 #undef OPBRIDGE_LAYER_NORM_ROW_KERNELS
 
-// eps as the kernel's element type sees it (16-bit inputs compute in
-// float32, so eps is rounded to float32).
-template <typename T>
-double EffectiveEps(double eps) {
-  return static_cast<double>(static_cast<ComputeType<T>>(eps));
-}
-
-// An output that does not fit in the last-level cache is written with
-// non-temporal stores (float32 / float64 outputs only).
-template <typename T>
-bool OutputStreams(int64_t elements) {
-  return elements * static_cast<int64_t>(sizeof(T)) > StreamingStoreBytes();
-}
-
 }  // namespace
 
 template <typename T>
@@ -544,9 +529,9 @@ void LayerNormForwardOfSum(const T* x, const T* residual, const T* weight, const
                            int64_t rows, int64_t cols, const LayerNormAttrs& attrs,
                            const ParallelFor& parallel_for) {
   if (rows <= 0 || cols <= 0) return;
-  const double eps = EffectiveEps<T>(attrs.eps);
+  const double eps = NormComputeEps<T>(attrs.eps);
   // The sum is read back right after it is written: never streamed.
-  const bool stream = OutputStreams<T>(rows * cols);
+  const bool stream = NormStreamsOutput<T>(rows * cols);
   DynamicFor(parallel_for, rows, RowGrain(cols), [=](int64_t begin, int64_t end) {
     RowKernels<T>::Forward(x, residual, weight, bias, y, sum, begin, end, cols, eps, stream);
   });
@@ -556,31 +541,13 @@ template <typename T>
 void LayerNormBackward(const T* grad_y, const T* grad_add, const T* x, const T* weight, T* grad_x,
                        T* grad_weight, T* grad_bias, int64_t rows, int64_t cols, const LayerNormAttrs& attrs,
                        const ParallelFor& parallel_for) {
-  if (cols <= 0) return;
-  if (rows <= 0) {
-    if (grad_weight != nullptr) std::fill(grad_weight, grad_weight + cols, FromFloat<T>(0.0f));
-    if (grad_bias != nullptr) std::fill(grad_bias, grad_bias + cols, FromFloat<T>(0.0f));
-    return;
-  }
-  const double eps = EffectiveEps<T>(attrs.eps);
-  const bool want_weight = grad_weight != nullptr;
-  const bool want_bias = grad_bias != nullptr;
-  const int weight_sum = 0, bias_sum = want_weight ? 1 : 0;
-  const bool stream = OutputStreams<T>(rows * cols);
-  // Weight and bias gradients: identical whatever the parallelism.
-  ChunkedColumnSums sums(rows, cols, int{want_weight} + int{want_bias});
-  ChunkedColumnSums* partials = &sums;
-
-  DynamicFor(parallel_for, sums.chunks(), 1, [=](int64_t chunk_begin, int64_t chunk_end) {
-    for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
-      RowKernels<T>::Backward(grad_y, grad_add, x, weight, grad_x,
-                              want_weight ? partials->Partial(weight_sum, chunk) : nullptr,
-                              want_bias ? partials->Partial(bias_sum, chunk) : nullptr,
-                              partials->RowBegin(chunk), partials->RowEnd(chunk), cols, eps, stream);
-    }
-  });
-  if (want_weight) sums.Total(weight_sum, grad_weight, FromDouble<T>);
-  if (want_bias) sums.Total(bias_sum, grad_bias, FromDouble<T>);
+  const double eps = NormComputeEps<T>(attrs.eps);
+  const bool stream = NormStreamsOutput<T>(rows * cols);
+  NormBackwardChunks(rows, cols, grad_weight, grad_bias, parallel_for,
+                     [=](double* pw, double* pb, int64_t row_begin, int64_t row_end) {
+                       RowKernels<T>::Backward(grad_y, grad_add, x, weight, grad_x, pw, pb, row_begin,
+                                               row_end, cols, eps, stream);
+                     });
 }
 
 #define OPBRIDGE_INSTANTIATE(T)                                                                            \
@@ -597,31 +564,17 @@ OPBRIDGE_INSTANTIATE(BFloat16)
 #undef OPBRIDGE_INSTANTIATE
 
 Status LaunchLayerNorm(const KernelArgs& args) {
-  const Shape& x_shape = args.input_infos[0].shape;
-  const int64_t cols = x_shape.back();
-  const int64_t rows = cols == 0 ? 0 : NumElements(x_shape) / cols;
-  const LayerNormAttrs attrs{args.attrs[0].number};
-  return DispatchFloatingOrHalf(kLayerNormSpec, "x", args.input_infos[0].dtype, [&](auto tag) {
-    using T = decltype(tag);
-    LayerNormForward<T>(static_cast<const T*>(args.inputs[0]), static_cast<const T*>(args.inputs[1]),
-                        static_cast<const T*>(args.inputs[2]), static_cast<T*>(args.outputs[0]), rows, cols,
-                        attrs, args.parallel_for);
+  return DispatchNormForward<NormResidual::kNone>(kLayerNormSpec, args, [&](const auto& t) {
+    LayerNormForward(t.x, t.weight, t.bias, t.y, t.rows, t.cols, LayerNormAttrs{t.eps}, args.parallel_for);
   });
 }
 
 // Backward inputs: grad_y, x, weight (or null); outputs: grad_x, grad_weight
 // and grad_bias (each null when not needed).
 Status LaunchLayerNormBackward(const KernelArgs& args) {
-  const Shape& x_shape = args.input_infos[1].shape;
-  const int64_t cols = x_shape.back();
-  const int64_t rows = cols == 0 ? 0 : NumElements(x_shape) / cols;
-  const LayerNormAttrs attrs{args.attrs[0].number};
-  return DispatchFloatingOrHalf(kLayerNormSpec, "x", args.input_infos[1].dtype, [&](auto tag) {
-    using T = decltype(tag);
-    LayerNormBackward<T>(static_cast<const T*>(args.inputs[0]), nullptr,
-                         static_cast<const T*>(args.inputs[1]), static_cast<const T*>(args.inputs[2]),
-                         static_cast<T*>(args.outputs[0]), static_cast<T*>(args.outputs[1]),
-                         static_cast<T*>(args.outputs[2]), rows, cols, attrs, args.parallel_for);
+  return DispatchNormBackward<NormResidual::kNone>(kLayerNormSpec, "x", args, [&](const auto& t) {
+    LayerNormBackward(t.grad_y, t.grad_sum, t.x, t.weight, t.grad_x, t.grad_weight, t.grad_bias, t.rows,
+                      t.cols, LayerNormAttrs{t.eps}, args.parallel_for);
   });
 }
 

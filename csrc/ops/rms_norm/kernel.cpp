@@ -15,10 +15,9 @@
 #include <type_traits>
 #include <vector>
 
-#include "opbridge/checks.h"
-#include "opbridge/column_sums.h"
 #include "opbridge/dynamic_for.h"
 #include "opbridge/half.h"
+#include "opbridge/norm_launch.h"
 #include "opbridge/simd-inl.h"
 #include "opbridge/simd.h"
 #include "ops/rms_norm/spec.h"
@@ -209,28 +208,14 @@ OPBRIDGE_RMS_NORM_ROW_KERNELS(Float16, F16)
 OPBRIDGE_RMS_NORM_ROW_KERNELS(BFloat16, BF16)
 #undef OPBRIDGE_RMS_NORM_ROW_KERNELS
 
-// eps as the kernel's element type sees it (a float16 eps of 1e-6 is not 0:
-// 16-bit inputs compute in float32, so eps is rounded to float32).
-template <typename T>
-double EffectiveEps(double eps) {
-  return static_cast<double>(static_cast<ComputeType<T>>(eps));
-}
-
-// An output that does not fit in the last-level cache is written with
-// non-temporal stores (float32 / float64 outputs only).
-template <typename T>
-bool OutputStreams(int64_t elements) {
-  return elements * static_cast<int64_t>(sizeof(T)) > StreamingStoreBytes();
-}
-
 }  // namespace
 
 template <typename T>
 void RmsNormForward(const T* x, const T* weight, const T* bias, T* y, int64_t rows, int64_t cols,
                     const RmsNormAttrs& attrs, const ParallelFor& parallel_for) {
   if (rows <= 0 || cols <= 0) return;
-  const double eps = EffectiveEps<T>(attrs.eps);
-  const bool stream = OutputStreams<T>(rows * cols);
+  const double eps = NormComputeEps<T>(attrs.eps);
+  const bool stream = NormStreamsOutput<T>(rows * cols);
   DynamicFor(parallel_for, rows, RowGrain(cols), [=](int64_t begin, int64_t end) {
     RowKernels<T>::Forward(x, weight, bias, y, begin, end, cols, eps, stream);
   });
@@ -239,28 +224,13 @@ void RmsNormForward(const T* x, const T* weight, const T* bias, T* y, int64_t ro
 template <typename T>
 void RmsNormBackward(const T* grad_y, const T* x, const T* weight, T* grad_x, T* grad_weight, T* grad_bias,
                      int64_t rows, int64_t cols, const RmsNormAttrs& attrs, const ParallelFor& parallel_for) {
-  if (cols <= 0) return;
-  if (rows <= 0) {
-    std::fill(grad_weight, grad_weight + cols, FromFloat<T>(0.0f));
-    if (grad_bias != nullptr) std::fill(grad_bias, grad_bias + cols, FromFloat<T>(0.0f));
-    return;
-  }
-  const double eps = EffectiveEps<T>(attrs.eps);
-  const bool want_bias = grad_bias != nullptr;
-  const bool stream = OutputStreams<T>(rows * cols);
-  // Weight and bias gradients: identical whatever the parallelism.
-  ChunkedColumnSums sums(rows, cols, want_bias ? 2 : 1);
-  ChunkedColumnSums* partials = &sums;
-
-  DynamicFor(parallel_for, sums.chunks(), 1, [=](int64_t chunk_begin, int64_t chunk_end) {
-    for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
-      RowKernels<T>::Backward(grad_y, x, weight, grad_x, partials->Partial(0, chunk),
-                              want_bias ? partials->Partial(1, chunk) : nullptr, partials->RowBegin(chunk),
-                              partials->RowEnd(chunk), cols, eps, stream);
-    }
-  });
-  sums.Total(0, grad_weight, FromDouble<T>);
-  if (want_bias) sums.Total(1, grad_bias, FromDouble<T>);
+  const double eps = NormComputeEps<T>(attrs.eps);
+  const bool stream = NormStreamsOutput<T>(rows * cols);
+  NormBackwardChunks(rows, cols, grad_weight, grad_bias, parallel_for,
+                     [=](double* pw, double* pb, int64_t row_begin, int64_t row_end) {
+                       RowKernels<T>::Backward(grad_y, x, weight, grad_x, pw, pb, row_begin, row_end, cols,
+                                               eps, stream);
+                     });
 }
 
 #define OPBRIDGE_INSTANTIATE(T)                                                                            \
@@ -275,31 +245,17 @@ OPBRIDGE_INSTANTIATE(BFloat16)
 #undef OPBRIDGE_INSTANTIATE
 
 Status LaunchRmsNorm(const KernelArgs& args) {
-  const Shape& x_shape = args.input_infos[0].shape;
-  const int64_t cols = x_shape.back();
-  const int64_t rows = cols == 0 ? 0 : NumElements(x_shape) / cols;
-  const RmsNormAttrs attrs{args.attrs[0].number};
-  return DispatchFloatingOrHalf(kRmsNormSpec, "x", args.input_infos[0].dtype, [&](auto tag) {
-    using T = decltype(tag);
-    RmsNormForward<T>(static_cast<const T*>(args.inputs[0]), static_cast<const T*>(args.inputs[1]),
-                      static_cast<const T*>(args.inputs[2]), static_cast<T*>(args.outputs[0]), rows, cols,
-                      attrs, args.parallel_for);
+  return DispatchNormForward<NormResidual::kNone>(kRmsNormSpec, args, [&](const auto& t) {
+    RmsNormForward(t.x, t.weight, t.bias, t.y, t.rows, t.cols, RmsNormAttrs{t.eps}, args.parallel_for);
   });
 }
 
 // Backward inputs: grad_y, x, weight; outputs: grad_x, grad_weight, grad_bias
 // (null when the bias has no gradient to compute).
 Status LaunchRmsNormBackward(const KernelArgs& args) {
-  const Shape& x_shape = args.input_infos[1].shape;
-  const int64_t cols = x_shape.back();
-  const int64_t rows = cols == 0 ? 0 : NumElements(x_shape) / cols;
-  const RmsNormAttrs attrs{args.attrs[0].number};
-  return DispatchFloatingOrHalf(kRmsNormSpec, "x", args.input_infos[1].dtype, [&](auto tag) {
-    using T = decltype(tag);
-    RmsNormBackward<T>(static_cast<const T*>(args.inputs[0]), static_cast<const T*>(args.inputs[1]),
-                       static_cast<const T*>(args.inputs[2]), static_cast<T*>(args.outputs[0]),
-                       static_cast<T*>(args.outputs[1]), static_cast<T*>(args.outputs[2]), rows, cols, attrs,
-                       args.parallel_for);
+  return DispatchNormBackward<NormResidual::kNone>(kRmsNormSpec, "x", args, [&](const auto& t) {
+    RmsNormBackward(t.grad_y, t.x, t.weight, t.grad_x, t.grad_weight, t.grad_bias, t.rows, t.cols,
+                    RmsNormAttrs{t.eps}, args.parallel_for);
   });
 }
 

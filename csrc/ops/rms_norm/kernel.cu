@@ -3,11 +3,10 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "opbridge/checks.h"
 #include "opbridge/cuda.h"
-#include "opbridge/cuda_device.cuh"
 #include "opbridge/cuda_norms.cuh"
 #include "opbridge/half.h"
+#include "opbridge/norm_launch.h"
 #include "ops/rms_norm/kernel.h"
 #include "ops/rms_norm/spec.h"
 
@@ -16,26 +15,22 @@ namespace opbridge {
 template <typename T>
 Status RmsNormForwardCuda(const T* x, const T* weight, const T* bias, T* y, int64_t rows, int64_t cols,
                           const RmsNormAttrs& attrs, CudaStream stream) {
-  using D = cuda::DeviceType<T>;
-  return cuda::norms::LaunchForward<cuda::norms::Norm::kRms, false, D>(
-      kRmsNormSpec, reinterpret_cast<const D*>(x), nullptr, reinterpret_cast<const D*>(weight),
-      reinterpret_cast<const D*>(bias), reinterpret_cast<D*>(y), nullptr, rows, cols, attrs.eps, stream);
+  return cuda::norms::Forward<cuda::norms::Norm::kRms, NormResidual::kNone, T>(
+      kRmsNormSpec, x, nullptr, weight, bias, y, nullptr, rows, cols, attrs.eps, stream);
 }
 
 template <typename T>
 size_t RmsNormBackwardCudaScratchBytes(int64_t rows, int64_t cols) {
-  return cuda::norms::BackwardScratchBytes<cuda::DeviceType<T>>(rows, cols);
+  return cuda::norms::ScratchBytes<T>(rows, cols);
 }
 
 template <typename T>
 Status RmsNormBackwardCuda(const T* grad_y, const T* x, const T* weight, T* grad_x, T* grad_weight,
                            T* grad_bias, int64_t rows, int64_t cols, const RmsNormAttrs& attrs, void* scratch,
                            CudaStream stream) {
-  using D = cuda::DeviceType<T>;
-  return cuda::norms::LaunchBackward<cuda::norms::Norm::kRms, D>(
-      kRmsNormSpec, reinterpret_cast<const D*>(grad_y), nullptr, reinterpret_cast<const D*>(x),
-      reinterpret_cast<const D*>(weight), reinterpret_cast<D*>(grad_x), reinterpret_cast<D*>(grad_weight),
-      reinterpret_cast<D*>(grad_bias), rows, cols, attrs.eps, scratch, stream);
+  return cuda::norms::Backward<cuda::norms::Norm::kRms, T>(kRmsNormSpec, grad_y, nullptr, x, weight, grad_x,
+                                                           grad_weight, grad_bias, rows, cols, attrs.eps,
+                                                           scratch, stream);
 }
 
 #define OPBRIDGE_INSTANTIATE(T)                                                                      \
@@ -53,47 +48,12 @@ OPBRIDGE_INSTANTIATE(BFloat16)
 namespace {
 
 Status LaunchRmsNormCuda(const KernelArgs& args) {
-  const Shape& x_shape = args.input_infos[0].shape;
-  const int64_t cols = x_shape.back();
-  const int64_t rows = cols == 0 ? 0 : NumElements(x_shape) / cols;
-  const RmsNormAttrs attrs{args.attrs[0].number};
-  Status launched;
-  OPBRIDGE_RETURN_IF_ERROR(
-      DispatchFloatingOrHalf(kRmsNormSpec, "x", args.input_infos[0].dtype, [&](auto tag) {
-        using T = decltype(tag);
-        launched = RmsNormForwardCuda<T>(static_cast<const T*>(args.inputs[0]),
-                                         static_cast<const T*>(args.inputs[1]),
-                                         static_cast<const T*>(args.inputs[2]),
-                                         static_cast<T*>(args.outputs[0]), rows, cols, attrs, args.stream);
-      }));
-  return launched;
+  return cuda::norms::LaunchForwardArgs<cuda::norms::Norm::kRms, NormResidual::kNone>(kRmsNormSpec, args);
 }
 
-// Backward inputs: grad_y, x, weight; outputs: grad_x, grad_weight, grad_bias
-// (null when the bias has no gradient to compute).
 Status LaunchRmsNormBackwardCuda(const KernelArgs& args) {
-  const Shape& x_shape = args.input_infos[1].shape;
-  const int64_t cols = x_shape.back();
-  const int64_t rows = cols == 0 ? 0 : NumElements(x_shape) / cols;
-  const RmsNormAttrs attrs{args.attrs[0].number};
-  Status launched;
-  OPBRIDGE_RETURN_IF_ERROR(
-      DispatchFloatingOrHalf(kRmsNormSpec, "x", args.input_infos[1].dtype, [&](auto tag) {
-        using T = decltype(tag);
-        T* grad_weight = static_cast<T*>(args.outputs[1]);
-        T* grad_bias = static_cast<T*>(args.outputs[2]);
-        unsigned char* scratch = nullptr;
-        const size_t scratch_bytes = RmsNormBackwardCudaScratchBytes<T>(rows, cols);
-        if (scratch_bytes > 0 && (grad_weight != nullptr || grad_bias != nullptr)) {
-          launched = cuda::Scratch(kRmsNormSpec, args, scratch_bytes, &scratch);
-          if (!launched.ok()) return;
-        }
-        launched = RmsNormBackwardCuda<T>(
-            static_cast<const T*>(args.inputs[0]), static_cast<const T*>(args.inputs[1]),
-            static_cast<const T*>(args.inputs[2]), static_cast<T*>(args.outputs[0]), grad_weight, grad_bias,
-            rows, cols, attrs, scratch, args.stream);
-      }));
-  return launched;
+  return cuda::norms::LaunchBackwardArgs<cuda::norms::Norm::kRms, NormResidual::kNone>(kRmsNormSpec, "x",
+                                                                                       args);
 }
 
 }  // namespace

@@ -11,31 +11,26 @@ Status InferRotaryEmbedding(const std::vector<TensorInfo>& inputs, std::vector<T
 Status LaunchRotaryEmbedding(const KernelArgs& args);
 Status LaunchRotaryEmbeddingBackward(const KernelArgs& args);
 
-inline const OpSpec kRotaryEmbeddingSpec{
-    "rotary_embedding",
-    "RotaryEmbedding",
-    "Rotary position embedding of x [batch, seq, heads, head_dim] by cos/sin [seq, rotary_dim / 2] (shared "
-    "by "
-    "the batch) or [batch, seq, rotary_dim / 2] (per batch row, e.g. from position ids; batch 1 broadcasts): "
-    "pairs "
-    "(i, i + rotary_dim / 2) (GPT-NeoX / LLaMA) or, interleaved, (2i, 2i + 1) (GPT-J) are rotated; dims past "
-    "rotary_dim (partial rotary) pass through.",
-    {{"x", false}, {"cos", false}, {"sin", false}},
-    {{"interleaved", AttrType::kBool, true, 0.0}},
-    {"y"},
-    InferRotaryEmbedding,
-    LaunchRotaryEmbedding,
-    nullptr,
-    // cos and sin are usually fixed tables: their gradients (a reduction
-    // over heads, and over batch for a shared table) are computed only when
-    // asked for; they have cos's and sin's shapes.
-    {{{"grad_y", TensorSource::kGradOutput, 0, 1},
-      {"x", TensorSource::kInput, 0},
-      {"cos", TensorSource::kInput, 1},
-      {"sin", TensorSource::kInput, 2}},
-     {{"grad_x", 1}, {"grad_cos", 2, true}, {"grad_sin", 3, true}},
-     {0, 1, 2},
-     LaunchRotaryEmbeddingBackward},
-};
+inline const OpSpec kRotaryEmbeddingSpec =
+    OpSpec::Builder("rotary_embedding", "RotaryEmbedding")
+        .Doc(
+            "Rotary position embedding of x [batch, seq, heads, head_dim] by cos/sin [seq, rotary_dim / 2] "
+            "(shared by the batch) or [batch, seq, rotary_dim / 2] (per batch row, e.g. from position ids; "
+            "batch 1 broadcasts): pairs (i, i + rotary_dim / 2) (GPT-NeoX / LLaMA) or, interleaved, "
+            "(2i, 2i + 1) (GPT-J) are rotated; dims past rotary_dim (partial rotary) pass through.")
+        .Inputs({Input("x"), Input("cos"), Input("sin")})
+        .Attrs({Attr::Bool("interleaved", false)})
+        .Outputs({"y"})
+        .Infer(InferRotaryEmbedding)
+        .Forward(LaunchRotaryEmbedding)
+        // cos and sin are usually fixed tables: their gradients (a reduction
+        // over heads, and over batch for a shared table) are computed only when
+        // asked for; they have cos's and sin's shapes.
+        .Backward(LaunchRotaryEmbeddingBackward)
+        .BackwardInputs({GradOfOutput("grad_y", 0).Like(1), SavedInput("x", 0), SavedInput("cos", 1),
+                         SavedInput("sin", 2)})
+        .BackwardOutputs({Gradient("grad_x").Like(1), Gradient("grad_cos").Like(2).Optional(),
+                          Gradient("grad_sin").Like(3).Optional()})
+        .InputGradients({0, 1, 2});
 
 }  // namespace opbridge

@@ -11,22 +11,17 @@ Status InferScaledClamp(const std::vector<TensorInfo>& inputs, std::vector<Tenso
 Status LaunchScaledClamp(const KernelArgs& args);
 Status LaunchScaledClampBackward(const KernelArgs& args);
 
-inline const OpSpec kScaledClampSpec{
-    "scaled_clamp",
-    "ScaledClamp",
-    "clamp(x * scale, min_val, max_val), elementwise: ReLU6 with a scale.",
-    {{"x", false}},
-    {{"scale", AttrType::kFloat, false, 0.0},
-     {"min_val", AttrType::kFloat, true, 0.0},
-     {"max_val", AttrType::kFloat, true, 6.0}},
-    {"y"},
-    InferScaledClamp,
-    LaunchScaledClamp,
-    nullptr,
-    {{{"grad_y", TensorSource::kGradOutput, 0, 1}, {"x", TensorSource::kInput, 0}},
-     {{"grad_x", 1}},
-     {0},
-     LaunchScaledClampBackward},
-};
+inline const OpSpec kScaledClampSpec =
+    OpSpec::Builder("scaled_clamp", "ScaledClamp")
+        .Doc("clamp(x * scale, min_val, max_val), elementwise: ReLU6 with a scale.")
+        .Inputs({Input("x")})
+        .Attrs({Attr::Float("scale"), Attr::Float("min_val", 0.0), Attr::Float("max_val", 6.0)})
+        .Outputs({"y"})
+        .Infer(InferScaledClamp)
+        .Forward(LaunchScaledClamp)
+        .Backward(LaunchScaledClampBackward)
+        .BackwardInputs({GradOfOutput("grad_y", 0).Like(1), SavedInput("x", 0)})
+        .BackwardOutputs({Gradient("grad_x").Like(1)})
+        .InputGradients({0});
 
 }  // namespace opbridge

@@ -16,23 +16,21 @@ opbridge::Status InferFusedNorm(const std::vector<opbridge::TensorInfo>& inputs,
 opbridge::Status LaunchFusedNorm(const opbridge::KernelArgs& args);
 opbridge::Status LaunchFusedNormBackward(const opbridge::KernelArgs& args);
 
-inline const opbridge::OpSpec kFusedNormSpec{
-    "fused_norm",
-    "FusedNorm",
-    "x * rsqrt(mean(x^2, -1) + eps) * weight + bias, over the last dimension of x.",
-    {{"x", false}, {"weight", false}, {"bias", false}},
-    {{"eps", opbridge::AttrType::kFloat, true, 1e-5}},
-    {"y"},
-    InferFusedNorm,
-    LaunchFusedNorm,
-    nullptr,
-    // The backward recomputes rstd from the saved x: nothing else is kept.
-    {{{"grad_y", opbridge::TensorSource::kGradOutput, 0, 1},
-      {"x", opbridge::TensorSource::kInput, 0},
-      {"weight", opbridge::TensorSource::kInput, 1}},
-     {{"grad_x", 1}, {"grad_weight", 2, true}, {"grad_bias", 2, true}},
-     {0, 1, 2},
-     LaunchFusedNormBackward},
-};
+inline const opbridge::OpSpec kFusedNormSpec =
+    opbridge::OpSpec::Builder("fused_norm", "FusedNorm")
+        .Doc("x * rsqrt(mean(x^2, -1) + eps) * weight + bias, over the last dimension of x.")
+        .Inputs({opbridge::Input("x"), opbridge::Input("weight"), opbridge::Input("bias")})
+        .Attrs({opbridge::Attr::Float("eps", 1e-5)})
+        .Outputs({"y"})
+        .Infer(InferFusedNorm)
+        .Forward(LaunchFusedNorm)
+        // The backward recomputes rstd from the saved x: nothing else is kept.
+        .Backward(LaunchFusedNormBackward)
+        .BackwardInputs({opbridge::GradOfOutput("grad_y", 0).Like(1), opbridge::SavedInput("x", 0),
+                         opbridge::SavedInput("weight", 1)})
+        .BackwardOutputs({opbridge::Gradient("grad_x").Like(1),
+                          opbridge::Gradient("grad_weight").Like(2).Optional(),
+                          opbridge::Gradient("grad_bias").Like(2).Optional()})
+        .InputGradients({0, 1, 2});
 
 }  // namespace myops

@@ -1,0 +1,228 @@
+// The launch glue of a normalization over the last dimension (rms_norm,
+// add_rms_norm, layer_norm, add_layer_norm, and a user's norm of the same
+// shape), written once for every norm and both devices: each operator's
+// kernel.cpp and kernel.cu state only which norm it is and whether a
+// residual is added first.
+//
+// KernelArgs to typed tensors (CPU and CUDA). A norm's tensors sit in
+// KernelArgs in one of two layouts, chosen by NormResidual:
+//
+//   forward   kNone:  inputs (x, weight, bias)            outputs (y)
+//             kAdded: inputs (x, residual, weight, bias)  outputs (y, sum)
+//   backward  kNone:  inputs (grad_y, x, weight)
+//             kAdded: inputs (grad_y, grad_sum, sum, weight)
+//             both:   outputs (grad_x, grad_weight, grad_bias)
+//
+// where sum = x + residual (add_*_norm's residual_out), and the backward of
+// an added norm normalizes the saved sum. DispatchNormForward and
+// DispatchNormBackward read the shape ([rows, cols] over the last dimension),
+// the dtype and eps (the first attribute), and call a generic body once with
+// NormForwardTensors<T> / NormBackwardTensors<T> for the dtype's storage type
+// T. The body is a template (a generic lambda), so the typed kernel it calls
+// inlines as if it were called directly: no virtual calls, no type erasure.
+//
+//   Status LaunchRmsNorm(const KernelArgs& args) {
+//     return DispatchNormForward<NormResidual::kNone>(kRmsNormSpec, args, [&](const auto& t) {
+//       RmsNormForward(t.x, t.weight, t.bias, t.y, t.rows, t.cols, RmsNormAttrs{t.eps}, args.parallel_for);
+//     });
+//   }
+//
+// A body returns void (CPU kernels cannot fail) or a Status (CUDA launches),
+// which the dispatch returns. opbridge/cuda_norms.cuh builds its KernelArgs
+// launches on the same dispatch.
+//
+// CPU drivers. NormComputeEps, NormStreamsOutput and NormBackwardChunks are
+// the parts of a CPU norm around its vectorized row kernels: the eps the
+// compute type sees, the non-temporal store decision, and the deterministic
+// chunked reduction of the weight and bias gradients.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <type_traits>
+
+#include "opbridge/checks.h"
+#include "opbridge/column_sums.h"
+#include "opbridge/dynamic_for.h"
+#include "opbridge/half.h"
+#include "opbridge/parallel.h"
+#include "opbridge/simd.h"
+#include "opbridge/spec.h"
+#include "opbridge/status.h"
+
+namespace opbridge {
+
+// Whether a norm normalizes its input x (kNone) or x + residual (kAdded),
+// which it also writes out: the KernelArgs layout above.
+enum class NormResidual { kNone, kAdded };
+
+// A forward's tensors as storage type T (float, double, Float16, BFloat16).
+template <typename T>
+struct NormForwardTensors {
+  const T* x;
+  const T* residual;  // null for NormResidual::kNone
+  const T* weight;    // null when absent (an optional weight)
+  const T* bias;      // null when absent
+  T* y;
+  T* sum;  // x + residual; null for NormResidual::kNone
+  int64_t rows;
+  int64_t cols;
+  double eps;  // the first attribute
+};
+
+// A backward's tensors as storage type T.
+template <typename T>
+struct NormBackwardTensors {
+  const T* grad_y;
+  const T* grad_sum;  // the gradient of the sum output; null for NormResidual::kNone
+  const T* x;         // what was normalized: x, or the saved sum for kAdded
+  const T* weight;    // null when absent
+  T* grad_x;          // for kAdded the gradient of both x and residual
+  T* grad_weight;     // null when not needed
+  T* grad_bias;       // null when not needed
+  int64_t rows;
+  int64_t cols;
+  double eps;
+};
+
+namespace norm_launch_internal {
+
+// rows x cols over the last dimension of `shape` (at least 1-d, as every
+// norm's shape rule checks).
+inline void RowsAndCols(const Shape& shape, int64_t* rows, int64_t* cols) {
+  *cols = shape.back();
+  *rows = *cols == 0 ? 0 : NumElements(shape) / *cols;
+}
+
+template <typename T>
+const T* In(const KernelArgs& args, size_t index) {
+  return static_cast<const T*>(args.inputs[index]);
+}
+template <typename T>
+T* Out(const KernelArgs& args, size_t index) {
+  return static_cast<T*>(args.outputs[index]);
+}
+
+// Calls `body` on the dtype's storage type; its Status when it returns one.
+template <typename Tensors, typename Body>
+Status Run(Body& body, const Tensors& tensors) {
+  if constexpr (std::is_void_v<std::invoke_result_t<Body&, const Tensors&>>) {
+    body(tensors);
+    return Status::Ok();
+  } else {
+    return body(tensors);
+  }
+}
+
+}  // namespace norm_launch_internal
+
+// body(NormForwardTensors<T>) with T the storage type of x (input 0), whose
+// dtype must be float32, float64, float16 or bfloat16 (else the spec's dtype
+// error, naming "x"). Returns the body's Status (Ok for a void body).
+template <NormResidual kResidual, typename Body>
+Status DispatchNormForward(const OpSpec& spec, const KernelArgs& args, Body&& body) {
+  namespace internal = norm_launch_internal;
+  constexpr bool kAdded = kResidual == NormResidual::kAdded;
+  constexpr size_t kWeight = kAdded ? 2 : 1;
+  int64_t rows = 0, cols = 0;
+  internal::RowsAndCols(args.input_infos[0].shape, &rows, &cols);
+  const double eps = args.attrs[0].number;
+  Status launched;
+  const Status dispatched = DispatchFloatingOrHalf(spec, "x", args.input_infos[0].dtype, [&](auto tag) {
+    using T = decltype(tag);
+    const NormForwardTensors<T> tensors{internal::In<T>(args, 0),
+                                        kAdded ? internal::In<T>(args, 1) : nullptr,
+                                        internal::In<T>(args, kWeight),
+                                        internal::In<T>(args, kWeight + 1),
+                                        internal::Out<T>(args, 0),
+                                        kAdded ? internal::Out<T>(args, 1) : nullptr,
+                                        rows,
+                                        cols,
+                                        eps};
+    launched = internal::Run(body, tensors);
+  });
+  return dispatched.ok() ? launched : dispatched;
+}
+
+// body(NormBackwardTensors<T>) with T the storage type of the normalized
+// input (x, or the saved sum for kAdded); a dtype error names
+// `dtype_argument`. Returns the body's Status (Ok for a void body).
+template <NormResidual kResidual, typename Body>
+Status DispatchNormBackward(const OpSpec& spec, const char* dtype_argument, const KernelArgs& args,
+                            Body&& body) {
+  namespace internal = norm_launch_internal;
+  constexpr bool kAdded = kResidual == NormResidual::kAdded;
+  constexpr size_t kX = kAdded ? 2 : 1;
+  int64_t rows = 0, cols = 0;
+  internal::RowsAndCols(args.input_infos[kX].shape, &rows, &cols);
+  const double eps = args.attrs[0].number;
+  Status launched;
+  const Status dispatched =
+      DispatchFloatingOrHalf(spec, dtype_argument, args.input_infos[kX].dtype, [&](auto tag) {
+        using T = decltype(tag);
+        const NormBackwardTensors<T> tensors{internal::In<T>(args, 0),
+                                             kAdded ? internal::In<T>(args, 1) : nullptr,
+                                             internal::In<T>(args, kX),
+                                             internal::In<T>(args, kX + 1),
+                                             internal::Out<T>(args, 0),
+                                             internal::Out<T>(args, 1),
+                                             internal::Out<T>(args, 2),
+                                             rows,
+                                             cols,
+                                             eps};
+        launched = internal::Run(body, tensors);
+      });
+  return dispatched.ok() ? launched : dispatched;
+}
+
+// ---------------------------------------------------------------------------
+// CPU drivers
+
+// eps as a norm over T sees it: rounded to ComputeType<T> (16-bit inputs
+// compute in float32, so a float16 eps of 1e-6 is not 0).
+template <typename T>
+double NormComputeEps(double eps) {
+  return static_cast<double>(static_cast<ComputeType<T>>(eps));
+}
+
+// Whether outputs of `elements` values of T are written with non-temporal
+// stores: when they do not fit in the last-level cache.
+template <typename T>
+bool NormStreamsOutput(int64_t elements) {
+  return elements * static_cast<int64_t>(sizeof(T)) > StreamingStoreBytes();
+}
+
+// The frame of a backward with deterministic weight and bias gradients. The
+// rows are cut into chunks by shape alone (ChunkedColumnSums); for each chunk,
+// in parallel, chunk_rows(pw, pb, row_begin, row_end) computes its rows'
+// input gradients and adds their weight and bias gradient terms into the
+// chunk's own double partials pw and pb (null where grad_weight or grad_bias
+// is null: not wanted). The partials are then added in chunk order into
+// grad_weight and grad_bias, so results do not depend on the thread count.
+// No rows: the wanted gradients are zero-filled; no columns: nothing is done.
+template <typename T, typename ChunkRows>
+void NormBackwardChunks(int64_t rows, int64_t cols, T* grad_weight, T* grad_bias,
+                        const ParallelFor& parallel_for, const ChunkRows& chunk_rows) {
+  if (cols <= 0) return;
+  if (rows <= 0) {
+    if (grad_weight != nullptr) std::fill(grad_weight, grad_weight + cols, FromFloat<T>(0.0f));
+    if (grad_bias != nullptr) std::fill(grad_bias, grad_bias + cols, FromFloat<T>(0.0f));
+    return;
+  }
+  const bool want_weight = grad_weight != nullptr;
+  const bool want_bias = grad_bias != nullptr;
+  const int weight_sum = 0, bias_sum = want_weight ? 1 : 0;
+  ChunkedColumnSums sums(rows, cols, int{want_weight} + int{want_bias});
+  ChunkedColumnSums* partials = &sums;
+  DynamicFor(parallel_for, sums.chunks(), 1, [&](int64_t chunk_begin, int64_t chunk_end) {
+    for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
+      chunk_rows(want_weight ? partials->Partial(weight_sum, chunk) : nullptr,
+                 want_bias ? partials->Partial(bias_sum, chunk) : nullptr, partials->RowBegin(chunk),
+                 partials->RowEnd(chunk));
+    }
+  });
+  if (want_weight) sums.Total(weight_sum, grad_weight, FromDouble<T>);
+  if (want_bias) sums.Total(bias_sum, grad_bias, FromDouble<T>);
+}
+
+}  // namespace opbridge
