@@ -36,15 +36,16 @@ def single_node_model(
     domain_version: int = 1,
     node_inputs: list[str] | None = None,
     outputs: list[tuple[str, int]] | None = None,
+    domain: str = "opbridge",
 ) -> onnx.ModelProto:
-    """A one-node model in the opbridge domain, built by hand (one output "y"
-    of ``output_type`` unless ``outputs`` names them)."""
+    """A one-node model in the opbridge domain (or ``domain``), built by hand
+    (one output "y" of ``output_type`` unless ``outputs`` names them)."""
     outputs = outputs or [("y", output_type)]
     node = helper.make_node(
         op_type,
         node_inputs if node_inputs is not None else [name for name, _, _ in inputs],
         [name for name, _ in outputs],
-        domain="opbridge",
+        domain=domain,
         name="node0",
         **attrs,
     )
@@ -58,7 +59,7 @@ def single_node_model(
         graph,
         opset_imports=[
             helper.make_opsetid("", 18),
-            helper.make_opsetid("opbridge", domain_version),
+            helper.make_opsetid(domain, domain_version),
         ],
         ir_version=10,
     )

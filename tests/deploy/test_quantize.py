@@ -142,3 +142,107 @@ def test_quantize_command_with_a_data_set_report(tmp_path, capsys):
     assert "5 library nodes left in float" in printed and "6 samples" in printed
     assert (tmp_path / "h.png").exists()
     assert json.loads((tmp_path / "r.json").read_text())["summary"]["samples"] == 6
+
+
+def _vision_batch_of_four(tmp_path):
+    """The vision model exported with a fixed input of [4, 32, 32, 3]."""
+    model, args = build_vision(batch=4, size=32)
+    proto = opbridge.onnx.export(model, args, route="custom", dynamic_batch=False, verbose=False)
+    onnx.save(proto, tmp_path / "m.onnx")
+    value = proto.graph.input[0]
+    assert [d.dim_value for d in value.type.tensor_type.shape.dim] == [4, 32, 32, 3]
+    return model, value.name
+
+
+def test_images_stacked_along_the_batch_axis_are_cut_into_batches(tmp_path, capsys):
+    from opbridge.__main__ import main
+
+    model, name = _vision_batch_of_four(tmp_path)
+    images = np.random.default_rng(7).integers(0, 256, (16, 32, 32, 3), dtype=np.uint8)
+    np.savez(tmp_path / "images.npz", **{name: images})
+    samples = load_samples(tmp_path / "images.npz", [name], {name: [4, 32, 32, 3]})
+    assert len(samples) == 4 and all(s[name].shape == (4, 32, 32, 3) for s in samples)
+    np.testing.assert_array_equal(samples[1][name], images[4:8])
+    factory = tmp_path / "make.py"
+    factory.write_text(
+        "from opbridge.demo.models import build_vision\n\n\n"
+        "def make():\n    return build_vision(batch=4, size=32)\n"
+    )
+    command = ["quantize", str(tmp_path / "m.onnx"), str(tmp_path / "q.onnx")]
+    command += ["--calibration", str(tmp_path / "images.npz")]
+    status = main(
+        [*command, "--dataset", str(tmp_path / "images.npz"), "--torch-model", f"{factory}:make"]
+    )
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+    assert "4 calibration samples" in printed and "3 library nodes left in float" in printed
+    assert "4 samples, ONNX Runtime vs PyTorch" in printed
+    report = dataset_report(tmp_path / "q.onnx", model, samples)
+    assert report.summary()["samples"] == 4 and report.summary()["cosine"]["min"] > 0.9
+    # A data set the model cannot take is refused by the command, naming it.
+    np.savez(tmp_path / "ten.npz", **{name: images[:10]})
+    status = main(
+        [*command, "--dataset", str(tmp_path / "ten.npz"), "--torch-model", f"{factory}:make"]
+    )
+    error = capsys.readouterr().err
+    assert status == 2
+    assert f"--dataset: opbridge.quantize: {tmp_path / 'ten.npz'}: array {name!r}" in error
+    assert "its 10 rows along axis 0 are not a multiple of the batch size 4" in error
+
+
+def test_npz_arrays_of_another_shape_are_refused_with_the_shapes_expected(tmp_path):
+    _, name = _vision_batch_of_four(tmp_path)
+    model_input = f"the model's input {name!r} is [4, 32, 32, 3]"
+    expected = (
+        "expected [N, 4, 32, 32, 3] (samples stacked on a new first axis) or "
+        "[4*k, 32, 32, 3] (batches of 4 along axis 0)"
+    )
+    path = tmp_path / "flat.npz"
+    np.savez(path, **{name: np.zeros((16, 32, 32), np.uint8)})
+    with pytest.raises(ValueError) as info:
+        quantize(tmp_path / "m.onnx", tmp_path / "q.onnx", path)
+    assert str(info.value) == (
+        f"opbridge.quantize: {path}: array {name!r} has shape [16, 32, 32]; {model_input}: "
+        f"{expected}"
+    )
+    path = tmp_path / "ten.npz"
+    np.savez(path, **{name: np.zeros((10, 32, 32, 3), np.uint8)})
+    with pytest.raises(ValueError) as info:
+        quantize(tmp_path / "m.onnx", tmp_path / "q.onnx", path)
+    assert str(info.value) == (
+        f"opbridge.quantize: {path}: array {name!r} has shape [10, 32, 32, 3]; {model_input}: "
+        f"its 10 rows along axis 0 are not a multiple of the batch size 4; {expected}"
+    )
+    path = tmp_path / "channels.npz"
+    np.savez(path, **{name: np.zeros((2, 4, 32, 32, 4), np.uint8)})
+    with pytest.raises(ValueError) as info:
+        quantize(tmp_path / "m.onnx", tmp_path / "q.onnx", path)
+    assert f"array {name!r} has shape [2, 4, 32, 32, 4]; {model_input}: {expected}" in str(
+        info.value
+    )
+
+
+def test_npz_samples_by_the_models_input_shapes(tmp_path):
+    np.savez(tmp_path / "stacked.npz", x=np.arange(3 * 4 * 2).reshape(3, 4, 2))
+    samples = load_samples(tmp_path / "stacked.npz", ["x"], {"x": [4, 2]})
+    assert [s["x"].shape for s in samples] == [(4, 2)] * 3
+    # A dynamic first dimension: one row per batch.
+    np.savez(tmp_path / "rows.npz", x=np.arange(5 * 2).reshape(5, 2))
+    samples = load_samples(tmp_path / "rows.npz", ["x"], {"x": ["batch", 2]})
+    assert [s["x"].tolist() for s in samples] == [[[2 * i, 2 * i + 1]] for i in range(5)]
+    with pytest.raises(ValueError) as info:
+        load_samples(tmp_path / "rows.npz", ["x"], {"x": ["batch", 3]})
+    assert str(info.value) == (
+        f"opbridge.quantize: {tmp_path / 'rows.npz'}: array 'x' has shape [5, 2]; the model's "
+        "input 'x' is [batch, 3]: expected [N, batch, 3] (samples stacked on a new first axis) "
+        "or [M, 3] (batches of 1 row each along axis 0)"
+    )
+    # Inputs of unknown shape keep the first axis as the sample axis.
+    assert len(load_samples(tmp_path / "rows.npz", ["x"], {"x": None})) == 5
+    # The counts are compared after cutting batches.
+    np.savez(tmp_path / "two.npz", x=np.zeros((8, 3)), y=np.zeros((3, 4, 3)))
+    with pytest.raises(ValueError, match=r"different sample counts per input: \{'x': 2, 'y': 3\}"):
+        load_samples(tmp_path / "two.npz", ["x", "y"], {"x": [4, 3], "y": [4, 3]})
+    np.savez(tmp_path / "two.npz", x=np.zeros((8, 3)), y=np.zeros((2, 4, 3)))
+    samples = load_samples(tmp_path / "two.npz", ["x", "y"], {"x": [4, 3], "y": [4, 3]})
+    assert len(samples) == 2 and samples[0]["x"].shape == samples[0]["y"].shape == (4, 3)

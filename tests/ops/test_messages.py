@@ -60,6 +60,127 @@ def test_opbridge_domain_version_zero_is_named():
         opbridge.ort.InferenceSession(model)
 
 
+def _rms_norm(op_type="RmsNorm", domain="opbridge"):
+    return single_node_model(
+        op_type,
+        [("x", TensorProto.FLOAT, [2, 3]), ("w", TensorProto.FLOAT, [3])],
+        {"eps": 1e-6},
+        domain=domain,
+    )
+
+
+def _refusal(model) -> str:
+    with pytest.raises(RuntimeError) as info:
+        opbridge.ort.InferenceSession(model)
+    return str(info.value)
+
+
+LOADED = "(loaded: opbridge (libopbridge_ort.so))"
+LOAD = "load its library first with opbridge.load_library(path)"
+OP_TYPES = "its op types: " + ", ".join(sorted(s["onnx_type"] for s in opbridge.specs().values()))
+NO_OP_TYPE = (
+    "opbridge: the model's node 'node0' has an op type that the operator library opbridge "
+    f"(libopbridge_ort.so, ONNX domain 'opbridge') does not have; {OP_TYPES}"
+)
+
+
+@pytest.mark.parametrize("domain", ["OpBridge", "opbrige"])
+def test_a_misspelled_domain_names_the_loaded_one_and_its_onnx_runtime_library(domain):
+    message = _refusal(_rms_norm(domain=domain))
+    assert message == (
+        f"opbridge: the model uses ONNX domain '{domain}', which no loaded operator library "
+        f"provides {LOADED}; did you mean 'opbridge'? Otherwise {LOAD}. Unknown domain: '{domain}'"
+    )
+    assert "_C." not in message
+
+
+def test_an_unknown_domain_comes_last_and_escaped():
+    message = _refusal(_rms_norm(domain="com.example.missing"))
+    assert message == (
+        "opbridge: the model uses ONNX domain 'com.example.missing', which no loaded operator "
+        f"library provides {LOADED}; {LOAD}. Unknown domain: 'com.example.missing'"
+    )
+    message = _refusal(_rms_norm(domain="opbridge\x00\n\x1b[2Jcom.example"))
+    assert "\x00" not in message and "\n" not in message and "\x1b" not in message
+    assert "did you mean" not in message
+    assert message.endswith(f"{LOAD}. Unknown domain: 'opbridge\\x00\\n\\x1b[2Jcom.example'")
+    message = _refusal(_rms_norm(domain="opbridge\x00"))
+    assert "did you mean 'opbridge'?" in message
+    assert message.endswith("Unknown domain: 'opbridge\\x00'")
+
+
+@pytest.mark.parametrize("op_type", ["RMSNorm", "RmsNrom"])
+def test_a_misspelled_op_type_names_the_library_its_op_types_and_the_closest(op_type):
+    message = _refusal(_rms_norm(op_type))
+    assert message == (
+        f"{NO_OP_TYPE}; did you mean 'RmsNorm'? The node's op type: 'opbridge:{op_type}'"
+    )
+
+
+def test_an_unknown_op_type_is_named_without_a_guess():
+    assert "BiasGelu, LayerNorm" in OP_TYPES and "RmsNorm, RotaryEmbedding" in OP_TYPES
+    message = _refusal(_rms_norm("NoSuchOp"))
+    assert message == f"{NO_OP_TYPE}. The node's op type: 'opbridge:NoSuchOp'"
+
+
+def test_a_nul_byte_in_a_node_name_or_op_type_is_escaped():
+    model = _rms_norm("RmsNorm\x00\r")
+    model.graph.node[0].name = "node\x000"
+    message = _refusal(model)
+    assert "\x00" not in message and "\r" not in message
+    assert message.startswith("opbridge: the model's node 'node\\x000' has an op type that")
+    assert message.endswith(
+        "did you mean 'RmsNorm'? The node's op type: 'opbridge:RmsNorm\\x00\\r'"
+    )
+
+
+def test_op_types_are_checked_in_subgraphs_and_calls_of_local_functions_pass():
+    from onnx import helper
+
+    F = TensorProto.FLOAT
+    then_branch = helper.make_graph(
+        [helper.make_node("RmsNrom", ["x", "w"], ["z"], domain="opbridge", name="inner")],
+        "then",
+        [],
+        [helper.make_tensor_value_info("z", F, [3])],
+    )
+    else_branch = helper.make_graph(
+        [helper.make_node("Identity", ["x"], ["z"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("z", F, [3])],
+    )
+    branch = helper.make_node("If", ["c"], ["y"], then_branch=then_branch, else_branch=else_branch)
+    graph = helper.make_graph(
+        [branch],
+        "branches",
+        [
+            helper.make_tensor_value_info("c", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("x", F, [3]),
+            helper.make_tensor_value_info("w", F, [3]),
+        ],
+        [helper.make_tensor_value_info("y", F, [3])],
+    )
+    opsets = [helper.make_opsetid("", 18), helper.make_opsetid("opbridge", 1)]
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=10)
+    message = _refusal(model)
+    assert message.startswith("opbridge: the model's node 'inner' has an op type that")
+    assert message.endswith("did you mean 'RmsNorm'? The node's op type: 'opbridge:RmsNrom'")
+    # A node calling the model's own function in a library's domain is no op of the library.
+    twice = helper.make_function(
+        "opbridge", "Twice", ["a"], ["b"], [helper.make_node("Add", ["a", "a"], ["b"])], opsets[:1]
+    )
+    graph = helper.make_graph(
+        [helper.make_node("Twice", ["x"], ["y"], domain="opbridge")],
+        "calls",
+        [helper.make_tensor_value_info("x", F, [3])],
+        [helper.make_tensor_value_info("y", F, [3])],
+    )
+    model = helper.make_model(graph, opset_imports=opsets, functions=[twice], ir_version=10)
+    (got,) = opbridge.ort.InferenceSession(model).run(None, {"x": np.ones(3, np.float32)})
+    assert got.tolist() == [2, 2, 2]
+
+
 @pytest.mark.parametrize("model", ["str", None, 3])
 def test_patch_and_unpatch_name_a_non_module(model):
     with pytest.raises(TypeError, match=r"opbridge.patch: model must be a torch.nn.Module, got"):

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from opbridge.cli.common import FactoryError, add_import_argument, build_model, import_modules
-from opbridge.deploy.quantize import _input_names, dataset_report, load_samples, quantize
+from opbridge.deploy.quantize import _model_inputs, dataset_report, load_samples, quantize
 
 HELP = "int8-quantize an ONNX model with opbridge nodes (ONNX Runtime's quantizer)"
 
@@ -18,8 +18,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("output", type=Path, help="where to write the int8 model")
     parser.add_argument(
         "--calibration",
-        help="calibration samples: DATA.npz (one array per input, samples along axis 0) or "
-        "path/to/file.py:function returning an iterable of feeds",
+        help="calibration samples: DATA.npz (one array per input: samples stacked on a new "
+        "first axis, or batches along axis 0) or path/to/file.py:function returning an "
+        "iterable of feeds",
     )
     parser.add_argument("--dynamic", action="store_true", help="dynamic quantization instead")
     parser.add_argument("--per-channel", action="store_true", help="per-channel weights")
@@ -61,7 +62,12 @@ def run(args: argparse.Namespace) -> int:
     if args.dataset:
         torch_model, _ = build_model(args.torch_model)
         torch_model.eval()
-        samples = load_samples(args.dataset, _input_names(os.fspath(args.output)))
+        inputs = _model_inputs(os.fspath(args.output))
+        try:
+            samples = load_samples(args.dataset, list(inputs), inputs)
+        except (ValueError, FileNotFoundError, FactoryError) as error:
+            print(f"opbridge quantize: --dataset: {error}", file=sys.stderr)
+            return 2
         report = dataset_report(args.output, torch_model, samples)
         print(report)
         if args.plot:

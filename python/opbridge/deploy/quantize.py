@@ -22,7 +22,7 @@ import contextlib
 import json
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -57,29 +57,33 @@ def calibration_sessions_with_libraries(model: Any):
         calibrate.CalibraterBase.create_inference_session = original
 
 
-def load_samples(source: Any, input_names: list[str]) -> list[dict[str, np.ndarray]]:
-    """Samples as ONNX Runtime feeds: from a ``.npz`` file whose arrays are
-    named after the model's inputs and stack the samples along a new first
-    axis (``x[i]`` is sample ``i``'s ``x``), from a ``path/to/file.py:function``
+# A model input's shape: a fixed dimension is an int, a dynamic one its
+# dim_param (or None when it has no name); None for an input of unknown rank.
+InputShape = Sequence[int | str | None] | None
+
+
+def load_samples(
+    source: Any,
+    input_names: list[str],
+    input_shapes: Mapping[str, InputShape] | None = None,
+) -> list[dict[str, np.ndarray]]:
+    """Samples as ONNX Runtime feeds: from a ``.npz`` file with one array per
+    model input (named after it), from a ``path/to/file.py:function``
     returning an iterable of feeds (dicts, or tuples in input order), or from
-    such an iterable directly."""
+    such an iterable directly.
+
+    A ``.npz`` array stacks the samples along a new first axis (``x[i]`` is
+    sample ``i``'s ``x``). Given the model's ``input_shapes`` (by input name:
+    a sequence of dimensions, an int for a fixed one, a str or None for a
+    dynamic one; None for an input of unknown rank), an array of the input's
+    own rank is taken as batches along axis 0 instead: cut into batches of the input's
+    first dimension when that is fixed (its length must be a multiple of it),
+    or into batches of one row each when it is dynamic. An array of another
+    rank, or whose other dimensions differ from the input's fixed ones, is
+    refused with a ValueError naming the file, the array, its shape and the
+    shapes expected."""
     if isinstance(source, str | os.PathLike) and str(source).endswith(".npz"):
-        with np.load(source) as data:
-            missing = [n for n in input_names if n not in data.files]
-            if missing:
-                raise ValueError(
-                    f"opbridge.quantize: {source} lacks arrays for inputs {missing} "
-                    f"(has {data.files}; one array per model input, samples along axis 0)"
-                )
-            counts = {n: data[n].shape[0] for n in input_names}
-            if len(set(counts.values())) != 1:
-                raise ValueError(
-                    f"opbridge.quantize: {source} holds different sample counts per input: {counts}"
-                )
-            count = next(iter(counts.values()))
-            return [
-                {n: np.ascontiguousarray(data[n][i]) for n in input_names} for i in range(count)
-            ]
+        return _npz_samples(os.fspath(source), input_names, input_shapes or {})
     if isinstance(source, str):
         from opbridge.sdk.factory import load_factory
 
@@ -102,18 +106,108 @@ def load_samples(source: Any, input_names: list[str]) -> list[dict[str, np.ndarr
     return samples
 
 
+def _npz_samples(
+    path: str, input_names: list[str], input_shapes: Mapping[str, InputShape]
+) -> list[dict[str, np.ndarray]]:
+    with np.load(path) as data:
+        missing = [n for n in input_names if n not in data.files]
+        if missing:
+            raise ValueError(
+                f"opbridge.quantize: {path} lacks arrays for inputs {missing} "
+                f"(has {data.files}; one array per model input, samples along a new first "
+                "axis or batches along axis 0)"
+            )
+        arrays = {n: data[n] for n in input_names}
+    split = {n: _split(path, n, arrays[n], input_shapes.get(n)) for n in input_names}
+    counts = {n: len(parts) for n, parts in split.items()}
+    if len(set(counts.values())) != 1:
+        shapes = {n: list(a.shape) for n, a in arrays.items()}
+        raise ValueError(
+            f"opbridge.quantize: {path} holds different sample counts per input: {counts} "
+            f"(array shapes {shapes})"
+        )
+    count = next(iter(counts.values()))
+    return [{n: split[n][i] for n in input_names} for i in range(count)]
+
+
+def _fixed(dim: int | str | None) -> int | None:
+    """A dimension's size when it is fixed (a positive int), else None."""
+    if isinstance(dim, int) and not isinstance(dim, bool) and dim > 0:
+        return dim
+    return None
+
+
+def _dims(dims: Sequence[int | str | None]) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+
+
+def _split(path: str, name: str, array: np.ndarray, shape: InputShape) -> list[np.ndarray]:
+    """One input's samples from its array: along a new first axis (rank + 1),
+    or batches along axis 0 (the input's rank)."""
+    if shape is None:
+        if array.ndim == 0:
+            raise ValueError(
+                f"opbridge.quantize: {path}: array {name!r} is a scalar; samples go along axis 0"
+            )
+        return [np.ascontiguousarray(x) for x in array]
+    shape = list(shape)
+    fixed = [_fixed(d) for d in shape]
+
+    def fits(dims: tuple[int, ...], wanted: list[int | None]) -> bool:
+        if len(dims) != len(wanted):
+            return False
+        return all(w is None or d == w for d, w in zip(dims, wanted, strict=True))
+
+    batch = fixed[0] if shape else None
+    expected = f"expected {_dims(['N', *shape])} (samples stacked on a new first axis)"
+    if shape:
+        rows = f"{batch}*k" if batch else "M"
+        how = f"batches of {batch}" if batch else "batches of 1 row each"
+        expected += f" or {_dims([rows, *shape[1:]])} ({how} along axis 0)"
+    which = (
+        f"opbridge.quantize: {path}: array {name!r} has shape {list(array.shape)}; the model's "
+        f"input {name!r} is {_dims(shape)}"
+    )
+    if array.ndim == len(shape) + 1 and fits(array.shape[1:], fixed):
+        return [np.ascontiguousarray(x) for x in array]
+    if shape and array.ndim == len(shape) and fits(array.shape[1:], fixed[1:]):
+        size = batch or 1
+        if array.shape[0] % size:
+            raise ValueError(
+                f"{which}: its {array.shape[0]} rows along axis 0 are not a multiple of the "
+                f"batch size {size}; {expected}"
+            )
+        return [np.ascontiguousarray(array[i : i + size]) for i in range(0, array.shape[0], size)]
+    raise ValueError(f"{which}: {expected}")
+
+
 def _numpy(value: Any) -> np.ndarray:
     if hasattr(value, "detach"):
         value = value.detach().cpu().numpy()
     return np.asarray(value)
 
 
-def _input_names(model_path: str) -> list[str]:
+def _model_inputs(model_path: str) -> dict[str, InputShape]:
+    """The model's inputs (initializers aside), in order, with their shapes:
+    a fixed dimension as an int, a dynamic one as its dim_param or None; None
+    for an input without a shape."""
     import onnx
 
     proto = onnx.load(model_path, load_external_data=False)
     initializers = {i.name for i in proto.graph.initializer}
-    return [i.name for i in proto.graph.input if i.name not in initializers]
+    inputs: dict[str, InputShape] = {}
+    for value in proto.graph.input:
+        if value.name in initializers:
+            continue
+        tensor = value.type.tensor_type
+        if not value.type.HasField("tensor_type") or not tensor.HasField("shape"):
+            inputs[value.name] = None
+            continue
+        inputs[value.name] = [
+            d.dim_value if d.HasField("dim_value") else (d.dim_param or None)
+            for d in tensor.shape.dim
+        ]
+    return inputs
 
 
 @dataclass
@@ -199,7 +293,8 @@ def _quantize(model, output, calibration, mode, per_channel, nodes_to_exclude) -
             nodes_to_exclude=nodes_to_exclude or [],
         )
     else:
-        samples = load_samples(calibration, _input_names(model))
+        inputs = _model_inputs(model)
+        samples = load_samples(calibration, list(inputs), inputs)
         count = len(samples)
 
         class Reader(CalibrationDataReader):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from opbridge._library import (
@@ -62,12 +64,26 @@ def session_options(options: Any = None, libraries: list[Library] | None = None)
     return options
 
 
+def _closest(name: str, candidates: Iterable[str]) -> str | None:
+    """The candidate ``name`` most likely misspells: equal but for case, or
+    close to it (difflib, ignoring case); None when none is close."""
+    by_folded = {candidate.casefold(): candidate for candidate in candidates}
+    folded = name.casefold()
+    if folded in by_folded:
+        return by_folded[folded]
+    close = difflib.get_close_matches(folded, list(by_folded), n=1, cutoff=0.8)
+    return by_folded[close[0]] if close else None
+
+
 def libraries_for(model: Any) -> list[Library]:
     """The loaded libraries a model needs (opbridge's own always comes first),
     after checking each domain's version against the model.
 
     A model that uses a custom domain no loaded library provides is refused
-    with a message saying how to load one.
+    with a message saying how to load one (and naming a loaded library's
+    domain the model's may misspell). The message ends with the model's
+    domain, escaped (``ascii``), so that no character of it can garble the
+    rest.
     """
     proto = load_model(model)
     check_domain_version(proto)
@@ -79,15 +95,65 @@ def libraries_for(model: Any) -> list[Library]:
             continue
         library = library_for_domain(domain)
         if library is None:
-            loaded = ", ".join(f"{lib.onnx_domain} ({lib.path.name})" for lib in libraries())
+            loaded = libraries()
+            names = ", ".join(f"{lib.onnx_domain} ({lib.ort_library_path.name})" for lib in loaded)
+            closest = _closest(domain, (lib.onnx_domain for lib in loaded))
+            hint = f"did you mean '{closest}'? Otherwise load" if closest else "load"
             raise RuntimeError(
-                f"opbridge: the model uses ONNX domain {domain!r}, which no loaded operator "
-                f"library provides (loaded: {loaded}); load its library first with "
-                "opbridge.load_library(path)"
+                f"opbridge: the model uses ONNX domain {domain!a}, which no loaded operator "
+                f"library provides (loaded: {names}); {hint} its library first with "
+                f"opbridge.load_library(path). Unknown domain: {domain!a}"
             )
         if library is not BUILTIN:
             needed.append(library)
     return needed
+
+
+def _nodes(graph: Any) -> Iterator[Any]:
+    """Every node of a graph, those of its subgraphs (If, Loop, Scan) included."""
+    for node in graph.node:
+        yield node
+        for attribute in node.attribute:
+            if attribute.HasField("g"):
+                yield from _nodes(attribute.g)
+            for subgraph in attribute.graphs:
+                yield from _nodes(subgraph)
+
+
+def check_op_types(model: Any) -> None:
+    """Raises if a node of a loaded library's domain has an op type that
+    library lacks (ONNX Runtime itself would only say the op "is not a
+    registered function/op"): names the library and its op types, and the one
+    the node's may misspell. The node's op type comes last, escaped.
+
+    Nodes that call the model's own functions are left alone. ``model`` is a
+    path, bytes or a ``ModelProto``.
+    """
+    proto = load_model(model)
+    functions = {(function.domain, function.name) for function in proto.functions}
+    graphs = [proto.graph, *proto.functions]
+    known: dict[str, set[str]] = {}
+    for graph in graphs:
+        for node in _nodes(graph):
+            library = library_for_domain(node.domain)
+            if library is None or (node.domain, node.op_type) in functions:
+                continue
+            if library.onnx_domain not in known:
+                specs = library.specs().values()
+                known[library.onnx_domain] = {s["onnx_type"] for s in specs if s.get("onnx_type")}
+            types = known[library.onnx_domain]
+            if node.op_type in types:
+                continue
+            closest = _closest(node.op_type, types)
+            hint = f"; did you mean '{closest}'?" if closest else "."
+            which = f"node {node.name!a}" if node.name else "a node"
+            op = f"{node.domain}:{node.op_type}"
+            raise RuntimeError(
+                f"{library.name}: the model's {which} has an op type that the operator library "
+                f"{library.name} ({library.ort_library_path.name}, ONNX domain "
+                f"'{library.onnx_domain}') does not have; its op types: "
+                f"{', '.join(sorted(types))}{hint} The node's op type: {op!a}"
+            )
 
 
 # ONNX Runtime's graph optimization levels, least to most, by opbridge's name
@@ -145,8 +211,9 @@ def InferenceSession(
     (if given) is the base: it gets the libraries added and the level and
     threads asked for here. A ``ModelProto`` is accepted too. A model ONNX
     Runtime cannot read (a truncated file, an IR version newer than the
-    runtime's, a domain version the loaded library lacks) gets an error that
-    says what to change.
+    runtime's, a domain version the loaded library lacks, a domain no loaded
+    library provides, an op type its library lacks) gets an error that says
+    what to change.
     """
     import onnxruntime
 
@@ -162,7 +229,9 @@ def InferenceSession(
         path_or_bytes = path_or_bytes.SerializeToString()
     elif isinstance(path_or_bytes, os.PathLike):
         path_or_bytes = os.fspath(path_or_bytes)
-    needed = libraries_for(path_or_bytes)
+    proto = load_model(path_or_bytes)
+    needed = libraries_for(proto)
+    check_op_types(proto)
     options = session_options(kwargs.get("sess_options"), needed)
     if level is not None:
         options.graph_optimization_level = level
