@@ -20,7 +20,8 @@ PACKAGE = "opbridge"
 def import_graph(source: Path) -> dict[str, set[str]]:
     """Module -> the modules it imports, read from the package under ``source``."""
     sys.path.insert(0, str(source))
-    graph = grimp.build_graph(PACKAGE, exclude_type_checking_imports=True)
+    # No cache: a cached graph is keyed by file times, which copies keep.
+    graph = grimp.build_graph(PACKAGE, exclude_type_checking_imports=True, cache_dir=None)
     return {m: set(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
 
 

@@ -132,6 +132,7 @@ def _package_copy(tmp_path):
         ROOT / "python" / "opbridge",
         copy / "opbridge",
         ignore=shutil.ignore_patterns("*.so", "__pycache__"),
+        copy_function=shutil.copy,  # new file times: no cache may take the copy for the original
     )
     return copy
 
