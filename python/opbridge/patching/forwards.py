@@ -66,6 +66,22 @@ def bound_names(forward: Callable) -> tuple[list[str], dict]:
     return names, defaults
 
 
+def decoder_forward(original: Callable, after_attention: Callable) -> Callable:
+    """A decoder layer's fused forward: ``original``'s arguments passed on by
+    name, its input norm and attention as they are, then the family's part,
+    ``after_attention(self, attended, residual)`` (the residual add fused with
+    a norm, and the MLP)."""
+    names, defaults = bound_names(original)
+
+    def forward(self, hidden_states, *args, **kwargs):
+        kwargs = {**defaults, **kwargs, **dict(zip(names, args, strict=False))}
+        attended = self.self_attn(hidden_states=self.input_layernorm(hidden_states), **kwargs)[0]
+        return after_attention(self, attended, hidden_states)
+
+    functools.update_wrapper(forward, original)
+    return forward
+
+
 def add_norm(norm: nn.Module, x: torch.Tensor, residual: torch.Tensor):
     """``(norm(x + residual), x + residual)`` in one kernel, for an opbridge
     ``RMSNorm`` or ``LayerNorm``."""

@@ -3,16 +3,13 @@ the pre-feed-forward norm (``add_rms_norm``)."""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-
 from opbridge import nn as obnn
 from opbridge.patching.families.llama import RULE, is_decoder_layer
 from opbridge.patching.forwards import (
     Family,
     add_norm,
-    bound_names,
     children,
+    decoder_forward,
     needs,
     probe_rotary_layer,
 )
@@ -27,21 +24,10 @@ CHILDREN = {
 }
 
 
-def forward_of(original: Callable) -> Callable:
-    names, defaults = bound_names(original)
-
-    def forward(self, hidden_states, *args, **kwargs):
-        kwargs = {**defaults, **kwargs, **dict(zip(names, args, strict=False))}
-        residual = hidden_states
-        hidden_states = self.input_layernorm(hidden_states)
-        hidden_states = self.self_attn(hidden_states=hidden_states, **kwargs)[0]
-        hidden_states = self.post_attention_layernorm(hidden_states)
-        hidden_states, residual = add_norm(self.pre_feedforward_layernorm, hidden_states, residual)
-        hidden_states = self.post_feedforward_layernorm(self.mlp(hidden_states))
-        return residual + hidden_states
-
-    functools.update_wrapper(forward, original)
-    return forward
+def after_attention(self, attended, residual):
+    attended = self.post_attention_layernorm(attended)
+    attended, residual = add_norm(self.pre_feedforward_layernorm, attended, residual)
+    return residual + self.post_feedforward_layernorm(self.mlp(attended))
 
 
 FAMILY = Family(
@@ -52,6 +38,6 @@ FAMILY = Family(
     ready=lambda module: needs(
         module.pre_feedforward_layernorm, "its norm before the MLP", obnn.RMSNorm
     ),
-    forward=lambda cls: forward_of(cls.forward),
+    forward=lambda cls: decoder_forward(cls.forward, after_attention),
     probe=probe_rotary_layer,
 )

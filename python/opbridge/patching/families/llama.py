@@ -3,17 +3,14 @@ residual add + RMS norm between attention and MLP as ``add_rms_norm``."""
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable
-
 from torch import nn
 
 from opbridge import nn as obnn
 from opbridge.patching.forwards import (
     Family,
     add_norm,
-    bound_names,
     children,
+    decoder_forward,
     needs,
     probe_rotary_layer,
 )
@@ -26,19 +23,9 @@ def is_decoder_layer(module: nn.Module) -> bool:
     return type(module).__name__.endswith("DecoderLayer")
 
 
-def forward_of(original: Callable) -> Callable:
-    names, defaults = bound_names(original)
-
-    def forward(self, hidden_states, *args, **kwargs):
-        kwargs = {**defaults, **kwargs, **dict(zip(names, args, strict=False))}
-        residual = hidden_states
-        hidden_states = self.input_layernorm(hidden_states)
-        hidden_states = self.self_attn(hidden_states=hidden_states, **kwargs)[0]
-        hidden_states, residual = add_norm(self.post_attention_layernorm, hidden_states, residual)
-        return residual + self.mlp(hidden_states)
-
-    functools.update_wrapper(forward, original)
-    return forward
+def after_attention(self, attended, residual):
+    attended, residual = add_norm(self.post_attention_layernorm, attended, residual)
+    return residual + self.mlp(attended)
 
 
 FAMILY = Family(
@@ -49,6 +36,6 @@ FAMILY = Family(
     ready=lambda module: needs(
         module.post_attention_layernorm, "its norm before the MLP", obnn.RMSNorm
     ),
-    forward=lambda cls: forward_of(cls.forward),
+    forward=lambda cls: decoder_forward(cls.forward, after_attention),
     probe=probe_rotary_layer,
 )
