@@ -1,8 +1,8 @@
 // bias_gelu kernels, vectorized with Highway: compiled once per SIMD target
 // (foreach_target re-includes this file) and dispatched at run time. float32,
-// float16 and bfloat16 compute in float32 lanes with a rational erf / tanh
-// and Highway's exp (a few ulp); float64 keeps std::erf, std::tanh and
-// std::exp. One pass over memory in each direction.
+// float16 and bfloat16 compute in float32 lanes with a rational erf and
+// Highway's exp (the tanh form as a sigmoid; a few ulp); float64 keeps
+// std::erf, std::tanh and std::exp. One pass over memory in each direction.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/bias_gelu/kernel.cpp"
 #include "ops/bias_gelu/kernel.h"
@@ -63,9 +63,8 @@ using simd::WriteLanes;
 using simd::WriteLanesStream;
 using simd::WriteTail;
 
-// float32 erf and tanh as rational approximations p(x) / q(x) on a clamped
-// argument (the coefficients Eigen's generic_fast_erf_float and
-// generic_fast_tanh_float use; a few ulp). A NaN input stays NaN: every
+// float32 erf as a rational approximation p(x) / q(x) on a clamped argument
+// (the coefficients Eigen's generic_fast_erf_float uses; a few ulp). A NaN input stays NaN: every
 // caller multiplies the result by the input.
 template <class D, class V>
 HWY_INLINE V RationalErf(D d, V x) {
@@ -85,24 +84,6 @@ HWY_INLINE V RationalErf(D d, V x) {
   return hn::Div(p, q);
 }
 
-template <class D, class V>
-HWY_INLINE V RationalTanh(D d, V x) {
-  const V limit = hn::Set(d, 7.90531110763549805f);
-  x = hn::Min(hn::Max(x, hn::Neg(limit)), limit);
-  const V x2 = hn::Mul(x, x);
-  V p = hn::MulAdd(x2, hn::Set(d, -2.76076847742355e-16f), hn::Set(d, 2.00018790482477e-13f));
-  p = hn::MulAdd(x2, p, hn::Set(d, -8.60467152213735e-11f));
-  p = hn::MulAdd(x2, p, hn::Set(d, 5.12229709037114e-08f));
-  p = hn::MulAdd(x2, p, hn::Set(d, 1.48572235717979e-05f));
-  p = hn::MulAdd(x2, p, hn::Set(d, 6.37261928875436e-04f));
-  p = hn::MulAdd(x2, p, hn::Set(d, 4.89352455891786e-03f));
-  p = hn::Mul(x, p);
-  V q = hn::MulAdd(x2, hn::Set(d, 1.19825839466702e-06f), hn::Set(d, 1.18534705686654e-04f));
-  q = hn::MulAdd(x2, q, hn::Set(d, 2.26843463243900e-03f));
-  q = hn::MulAdd(x2, q, hn::Set(d, 4.89352518554385e-03f));
-  return hn::Div(p, q);
-}
-
 // tanh's argument sqrt(2 / pi) (v + 0.044715 v^3).
 template <class D, class V>
 HWY_INLINE V TanhArgument(D d, V v) {
@@ -111,27 +92,50 @@ HWY_INLINE V TanhArgument(D d, V v) {
   return hn::Mul(hn::Set(d, static_cast<float>(gelu::kSqrt2OverPi)), inner);
 }
 
-// 0.5 v (1 + erf(v / sqrt(2))), or 0.5 v (1 + tanh(...)).
-template <bool kTanh, class D, class V>
-HWY_INLINE V Gelu(D d, V v) {
-  const V half_v = hn::Mul(hn::Set(d, 0.5f), v);
-  const V t = kTanh ? RationalTanh(d, TanhArgument(d, v))
-                    : RationalErf(d, hn::Mul(v, hn::Set(d, static_cast<float>(gelu::kInvSqrt2))));
-  return hn::MulAdd(half_v, t, half_v);
+// The tanh form through 1 + tanh(u) = 2 sigmoid(2 u): e = exp(-2 u), and
+// 0.5 v (1 + tanh(u)) = v / (1 + e). Written as 1 + tanh(u) it cancels where
+// tanh(u) is close to -1 (a large negative v): the rational tanh stops short
+// of -1 there, and left 0.5 v (1 + t) at -1.19e-5 for v = -100, where the
+// exact value (and PyTorch's) is 0. Beyond kExpMax, e overflows: the value is
+// v * 0 (and its derivative 0), as it is in exact arithmetic at float32.
+template <class D, class V>
+HWY_INLINE V SigmoidExp(D d, V v, V* beyond) {
+  const V minus_2u = hn::Mul(hn::Set(d, -2.0f), TanhArgument(d, v));
+  const V exp_max = hn::Set(d, 88.0f);  // Highway's Exp is valid on [-FLT_MAX, 88]
+  *beyond = hn::VecFromMask(d, hn::Gt(minus_2u, exp_max));
+  return hn::Exp(d, hn::Min(hn::Max(minus_2u, hn::Set(d, -88.0f)), exp_max));
 }
 
-// d gelu / dv: cdf + v pdf for erf; for tanh
-// 0.5 (1 + t) + 0.5 v (1 - t^2) sqrt(2 / pi) (1 + 3 * 0.044715 v^2).
+// 0.5 v (1 + erf(v / sqrt(2))), or for tanh v / (1 + exp(-2 u)) (see SigmoidExp).
+template <bool kTanh, class D, class V>
+HWY_INLINE V Gelu(D d, V v) {
+  if constexpr (kTanh) {
+    V beyond;
+    const V e = SigmoidExp(d, v, &beyond);
+    const V y = hn::Div(v, hn::Add(hn::Set(d, 1.0f), e));
+    return hn::IfThenElse(hn::MaskFromVec(beyond), hn::Mul(v, hn::Zero(d)), y);
+  } else {
+    const V half_v = hn::Mul(hn::Set(d, 0.5f), v);
+    const V t = RationalErf(d, hn::Mul(v, hn::Set(d, static_cast<float>(gelu::kInvSqrt2))));
+    return hn::MulAdd(half_v, t, half_v);
+  }
+}
+
+// d gelu / dv: cdf + v pdf for erf; for tanh, with s = sigmoid(2 u) =
+// 1 / (1 + exp(-2 u)) (no cancellation, see SigmoidExp):
+// s + 2 v s (1 - s) sqrt(2 / pi) (1 + 3 * 0.044715 v^2).
 template <bool kTanh, class D, class V>
 HWY_INLINE V GeluGrad(D d, V v) {
   const V half = hn::Set(d, 0.5f);
   if constexpr (kTanh) {
-    const V t = RationalTanh(d, TanhArgument(d, v));
     const V one = hn::Set(d, 1.0f);
+    V beyond;
+    const V e = SigmoidExp(d, v, &beyond);
+    const V s = hn::Div(one, hn::Add(one, e));
     const V slope = hn::MulAdd(hn::Set(d, static_cast<float>(3.0 * gelu::kTanhCubic)), hn::Mul(v, v), one);
-    const V dt =
-        hn::Mul(hn::Mul(hn::NegMulAdd(t, t, one), hn::Set(d, static_cast<float>(gelu::kSqrt2OverPi))), slope);
-    return hn::MulAdd(hn::Mul(half, v), dt, hn::MulAdd(half, t, half));
+    const V ds = hn::Mul(hn::Mul(hn::Set(d, static_cast<float>(2.0 * gelu::kSqrt2OverPi)), slope),
+                         hn::Mul(s, hn::Sub(one, s)));
+    return hn::IfThenZeroElse(hn::MaskFromVec(beyond), hn::MulAdd(v, ds, s));
   } else {
     // One exp serves both terms: e = exp(-v^2 / 2) gives pdf = e / sqrt(2 pi)
     // and, by Abramowitz and Stegun 7.1.26, 0.5 erfc(|v| / sqrt(2)) =
