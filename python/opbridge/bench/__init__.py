@@ -30,7 +30,7 @@ Implementations (names are stable; they appear in ``--json`` output):
   route, which emits ONNX Runtime's fused operators itself. Their results
   carry ``fused``: ONNX Runtime's own operators in the model they ran.
 
-End-to-end models (``--models``; :mod:`opbridge.bench_models`):
+End-to-end models (``--models``; :mod:`opbridge.bench.models`):
 ``llama_prefill``, ``llama_decode`` and ``vision``, by ``torch_composite``
 (the model with every opbridge module computed by its card's composite),
 ``opbridge_torch``, ``torch_compile`` (of the composite model) and the ONNX

@@ -221,7 +221,7 @@ def composite_twin(model: nn.Module) -> nn.Module:
             elif type(child).__module__ == obnn.__name__ and not list(child.children()):
                 raise TypeError(
                     f"opbridge bench: no composite for {type(child).__name__} ({name}); add it "
-                    "to opbridge.bench_models.COMPOSITE_ARGUMENTS"
+                    "to opbridge.bench.models.COMPOSITE_ARGUMENTS"
                 )
     return twin
 

@@ -395,7 +395,7 @@ def stamp_metadata(model, route: str | dict, label: str | None = None):
     Every library domain the graph uses is imported at the library's version
     and recorded as ``opbridge.domain_version.<domain>``. A per-operator
     ``route`` (a dict) is recorded as ``opbridge.route = label`` ("auto" when
-    :mod:`opbridge.routes` chose it, else "per-op") and one
+    :mod:`opbridge.autoroute` chose it, else "per-op") and one
     ``opbridge.route.<namespace>::<op>`` entry per operator it names.
     """
     import onnx
