@@ -44,7 +44,11 @@ RUNTIME_IMPLS = tuple(RUNTIME_SETTINGS)
 # The routes the runtime implementations' models are exported by.
 RUNTIME_ROUTES = tuple(dict.fromkeys(route for _, route, _ in RUNTIME_SETTINGS.values()))
 # ONNX Runtime's: name -> (route, level).
-ORT_SETTINGS = runtime_settings(runtimes.get("onnxruntime"))
+ORT_SETTINGS = {
+    impl: (route, level)
+    for impl, (runtime, route, level) in RUNTIME_SETTINGS.items()
+    if runtime == "onnxruntime"
+}
 ORT_IMPLS = tuple(ORT_SETTINGS)
 ORT_ROUTES = tuple(dict.fromkeys(route for route, _ in ORT_SETTINGS.values()))
 IMPLS = TORCH_IMPLS + TORCH_FWD_IMPLS + RUNTIME_IMPLS

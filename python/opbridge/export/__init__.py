@@ -85,7 +85,6 @@ __all__ = [
     "translation_table",
 ]
 
-routes = _routes
 
 # The built-in routes of one operator, the routes export accepts, and those
 # whose models run in a stock runtime, as the registry has them at import

@@ -57,9 +57,8 @@ def default_session_factory(model: bytes, level: str):
 
 
 def session_factory_of(runtime: runtimes.Runtime) -> SessionFactory:
-    """Sessions of ``runtime`` at a level, with every library registered."""
-    if runtime.name == runtimes.DEFAULT:
-        return default_session_factory
+    """Sessions of ``runtime`` at a level, with every library registered
+    (for ONNX Runtime what :func:`default_session_factory` makes)."""
     return lambda model, level: runtime.session(model, level=level)
 
 
