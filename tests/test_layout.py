@@ -42,11 +42,17 @@ def test_documented_names_keep_working():
 
 
 def test_route_registry_is_what_export_accepts():
-    assert routes.choices() == ("custom", "standard", "ort", "auto")
-    assert routes.library_free() == ("standard", "ort")
-    assert [r.bench_name for r in routes.routes().values()] == ["custom", "standard", "fused"]
+    assert routes.choices() == ("custom", "standard", "ort", "function", "auto")
+    assert routes.library_free() == ("standard", "ort", "function")
+    assert [r.bench_name for r in routes.routes().values()] == [
+        "custom",
+        "standard",
+        "fused",
+        "function",
+    ]
     with pytest.raises(
-        ValueError, match=r"route must be one of \('custom', 'standard', 'ort', 'auto'\)"
+        ValueError,
+        match=r"route must be one of \('custom', 'standard', 'ort', 'function', 'auto'\)",
     ):
         routes.get("nope")
 

@@ -84,6 +84,9 @@ class RouteChoice:
     candidates: list[Candidate] = field(default_factory=list)
     calls: dict[str, list[str]] = field(default_factory=dict)  # op -> call signatures
     requires_library: bool = True
+    # The operators the candidates were exported without (the runtime's
+    # wrong forms and the caller's avoid): the export of the plan avoids them too.
+    avoid: frozenset[str] = frozenset()
 
     def table(self) -> str:
         """The candidates (route, verified, max abs err, median ms) and the choice."""
@@ -192,14 +195,25 @@ def _one_line(error: BaseException) -> str:
 
 
 def _measure(
-    op: str, route: str, calls: list[Call], opset, dynamo, timer: Timer, rtol, atol, runtime
+    op: str,
+    route: str,
+    calls: list[Call],
+    opset,
+    dynamo,
+    timer: Timer,
+    rtol,
+    atol,
+    runtime,
+    avoid: frozenset[str] = frozenset(),
 ) -> Candidate:
     total_ms, worst = 0.0, 0.0
     for call in calls:
         module = _one_call(op, call).eval()
         inputs = tuple(call.args[p] for p in module.positions)
         try:
-            proto = export(module, inputs, route=route, opset=opset, dynamo=dynamo, verbose=False)
+            proto = export(
+                module, inputs, route=route, opset=opset, dynamo=dynamo, avoid=avoid, verbose=False
+            )
         except Exception as error:
             return Candidate(op, route, False, detail=f"export failed: {_one_line(error)}")
         report = verify(
@@ -271,11 +285,12 @@ def choose(
     runtime = runtimes.get(runtime)
     timer = timer or runtime.timer(threads)
     by_op = record_calls(model, tuple(args))
-    choice = RouteChoice(plan={}, requires_library=requires_library)
+    avoid = settings.avoid | runtime.avoid()
+    choice = RouteChoice(plan={}, requires_library=requires_library, avoid=avoid)
     for op, calls in by_op.items():
         choice.calls[op] = [f"{c.signature()} x{c.count}" for c in calls]
         measured = [
-            _measure(op, route, calls, opset, dynamo, timer, rtol, atol, runtime)
+            _measure(op, route, calls, opset, dynamo, timer, rtol, atol, runtime, avoid)
             for route in _candidate_routes(op, requires_library)
         ]
         choice.candidates += measured

@@ -19,7 +19,7 @@ def test_bad_input_check_passes_for_builtin_ops(qualified):
     checks.check_bad_input(card(qualified))
 
 
-@pytest.mark.parametrize("route", ["custom", "standard", "ort"])
+@pytest.mark.parametrize("route", ["custom", "standard", "ort", "function"])
 def test_export_check_passes_for_a_builtin_op(route):
     checks.check_export(card("rms_norm"), route=route, dynamo=True)
 

@@ -41,8 +41,25 @@ RUNTIME_SETTINGS = {
     for impl, (route, level) in runtime_settings(runtimes.get(name)).items()
 }
 RUNTIME_IMPLS = tuple(RUNTIME_SETTINGS)
-# The routes the runtime implementations' models are exported by.
-RUNTIME_ROUTES = tuple(dict.fromkeys(route for _, route, _ in RUNTIME_SETTINGS.values()))
+
+
+def export_key(impl: str) -> str:
+    """Which exported model a runtime implementation runs: its route's
+    (``"custom"``, ...), or ``"<route>@<runtime>"`` for a runtime with forms
+    it computes wrong (:attr:`opbridge.runtimes.Runtime.wrong_forms`), whose
+    model is exported without them."""
+    runtime, route, _ = RUNTIME_SETTINGS[impl]
+    return f"{route}@{runtime}" if runtimes.get(runtime).wrong_forms else route
+
+
+def export_parts(key: str) -> tuple[str, frozenset[str]]:
+    """The route and the operators to avoid of an :func:`export_key`."""
+    route, _, runtime = key.partition("@")
+    return route, runtimes.get(runtime).avoid() if runtime else frozenset()
+
+
+# The models the runtime implementations run (export_key), each exported once.
+RUNTIME_ROUTES = tuple(dict.fromkeys(export_key(impl) for impl in RUNTIME_SETTINGS))
 # ONNX Runtime's: name -> (route, level).
 ORT_SETTINGS = {
     impl: (route, level)

@@ -21,11 +21,11 @@ from opbridge.bench.cases import (
     ORT_SETTINGS,
     RUNTIME_IMPLS,
     RUNTIME_ROUTES,
-    RUNTIME_SETTINGS,
     TORCH_FWD_IMPLS,
     TORCH_IMPLS,
     OpCase,
     Result,
+    export_key,
     tensors_of,
 )
 from opbridge.bench.machine import (
@@ -402,7 +402,7 @@ def run_end_to_end(settings: Settings, want: set[str], log, results, profiles) -
             expected = case.model(*case.inputs)
         models: dict[str, bytes] = {}
         for route in RUNTIME_ROUTES:
-            if any(RUNTIME_SETTINGS[impl][1] == route for impl in want & set(RUNTIME_IMPLS)):
+            if any(export_key(impl) == route for impl in want & set(RUNTIME_IMPLS)):
                 try:
                     models[route] = export_onnx(case.model, case.inputs, route=route)
                 except Exception as error:

@@ -11,7 +11,7 @@ from torch import nn
 
 from opbridge import runtimes
 from opbridge.bench import models as bench_models
-from opbridge.bench.cases import RUNTIME_SETTINGS
+from opbridge.bench.cases import RUNTIME_SETTINGS, export_key, export_parts
 from opbridge.export import export, routes
 
 # ---------------------------------------------------------------- ONNX Runtime
@@ -21,7 +21,10 @@ def export_onnx(module: nn.Module, args: tuple, *, route: str) -> bytes:
     """Exports by ``route`` with the legacy exporter (quick), static shapes
     as a deployed model would usually have. ``route="contrib"``: the
     standard route at ``bench_models.CONTRIB_OPSET``, rewritten into ONNX
-    Runtime's contrib operators."""
+    Runtime's contrib operators. ``route`` may be an export key
+    (``"ort@openvino"``: the route, without the forms that runtime
+    computes wrong)."""
+    route, avoid = export_parts(route)
     names = [f"input_{i}" for i in range(len(args))]
     opset = bench_models.CONTRIB_OPSET if route == "contrib" else None
     with contextlib.redirect_stdout(io.StringIO()):
@@ -31,6 +34,7 @@ def export_onnx(module: nn.Module, args: tuple, *, route: str) -> bytes:
             route="standard" if route == "contrib" else route,
             opset=opset,
             dynamo=False,
+            avoid=avoid,
             input_names=names,
             output_names=["y"],
         )
@@ -46,12 +50,16 @@ def fused_ops(models: dict[str, bytes]) -> dict[str, list[str]]:
 
     fused = {}
     for impl, (_, route, _) in RUNTIME_SETTINGS.items():
-        if route in ("contrib", "ort") and route in models:
-            fused[impl] = bench_models.contrib_ops(onnx.load_from_string(models[route]))
+        key = export_key(impl)
+        if route in ("contrib", "ort") and key in models:
+            fused[impl] = bench_models.contrib_ops(onnx.load_from_string(models[key]))
     return fused
 
 
 def route_label(route: str) -> str:
+    route, _, runtime = route.partition("@")
+    if runtime:
+        return f"{route_label(route)} for {runtimes.get(runtime).label}"
     if route == "contrib":
         return f"standard route (opset {bench_models.CONTRIB_OPSET}, for ort_contrib)"
     return routes.get(route).label
@@ -99,10 +107,11 @@ def ort_impls(
     """The wanted ONNX Runtime implementations whose route exported, each a
     no-argument call on the tensors ``args``."""
     fns = {}
-    for impl, (_, route, _) in RUNTIME_SETTINGS.items():
-        if impl in want and route in models:
+    for impl in RUNTIME_SETTINGS:
+        key = export_key(impl)
+        if impl in want and key in models:
             try:
-                fns[impl] = ort_runner(ort_session(models[route], impl, threads), args)
+                fns[impl] = ort_runner(ort_session(models[key], impl, threads), args)
             except Exception as error:
                 log(f"  {label} {impl}: no session ({error})")
     return fns

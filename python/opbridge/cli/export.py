@@ -1,7 +1,10 @@
 """``opbridge export``: a model from a factory (``path/to/file.py:function``)
 to ONNX by a route; with ``--route auto`` the route of each operator is
 chosen by measurement (:mod:`opbridge.autoroute`) and the table of candidates
-is printed. The written model is then verified against PyTorch."""
+is printed. With ``--simplify`` the model is simplified
+(:func:`opbridge.export.simplify.simplify`) and its node counts and latency
+before and after are printed. The written model is then verified against
+PyTorch."""
 
 from __future__ import annotations
 
@@ -22,6 +25,13 @@ from opbridge.cli.common import (
     import_modules,
 )
 from opbridge.export import DEFAULT_OPSET
+from opbridge.export.simplify import METADATA_SIMPLIFIED_KEY
+from opbridge.runtimes import REPEATS, WARMUP, median_ms
+
+# Latency before and after --simplify: the median of each model's runs, the
+# two timed in alternating rounds so that a drift of the machine's speed
+# falls on both.
+LATENCY_ROUNDS = 5
 
 HELP = "export a model to ONNX by a route (auto: the fastest route per operator that verifies)"
 
@@ -52,6 +62,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=None, help="runtime threads (auto)")
     parser.add_argument(
         "--json", type=Path, default=None, help="also write auto's candidates and choice as JSON"
+    )
+    parser.add_argument(
+        "--simplify",
+        action="store_true",
+        help="simplify the exported model (onnxsim; operator library nodes kept as exported), "
+        "print node counts and latency before and after; the simplified model is verified",
     )
 
 
@@ -102,14 +118,23 @@ def run(args: argparse.Namespace) -> int:
             )
             dynamic = {"dynamic_shapes": spec}
         with quiet, torch.no_grad():
+            # An export for the runtime: without the forms it computes wrong.
             proto = export(
-                model, example, route=route, opset=args.opset, dynamo=not args.legacy, **dynamic
+                model,
+                example,
+                route=route,
+                opset=args.opset,
+                dynamo=not args.legacy,
+                avoid=runtime.avoid(),
+                **dynamic,
             )
     except (ExportError, RuntimeError, ValueError) as error:
         print(f"opbridge export: {error}", file=sys.stderr)
         return 1
     import onnx
 
+    if args.simplify:
+        proto = _simplified(proto, example, runtime, args.threads)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     onnx.save(proto, args.output)
     with quiet:
@@ -122,11 +147,73 @@ def run(args: argparse.Namespace) -> int:
             layers=False,
         )
     status = "passed" if report.passed else "FAILED"
+    simplified = (
+        ", simplified" if METADATA_SIMPLIFIED_KEY in {p.key for p in proto.metadata_props} else ""
+    )
     print(
-        f"wrote {args.output} (route {args.route}); verification {status}: "
+        f"wrote {args.output} (route {args.route}{simplified}); verification {status}: "
         f"max abs err {report.max_abs_err:.2e} over {len(report.cells)} runs"
     )
     if not report.passed:
         for line in report.failures():
             print(f"  {line}")
     return 0 if report.passed else 1
+
+
+def _simplified(proto, example, runtime, threads):
+    """The simplified model (or ``proto`` when it cannot be simplified, with
+    the reason on stderr), with node counts and latency before and after
+    printed."""
+    import warnings
+
+    from opbridge.export.simplify import SimplifyWarning, simplify
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", SimplifyWarning)
+        simplified, report = simplify(proto)
+    if not report.simplified:
+        print(
+            f"opbridge export: --simplify: {report.reason}; writing the model as exported",
+            file=sys.stderr,
+        )
+        return proto
+    print(report.line())
+    times = _latency(runtime, [proto, simplified], example, threads)
+    if isinstance(times, str):
+        print(f"latency: not measured ({times})")
+    else:
+        print(
+            f"latency in {runtime.label} ({runtime.default_level}, median over "
+            f"{LATENCY_ROUNDS} alternating rounds of {REPEATS} runs): {times[0]:.3f} ms as "
+            f"exported, {times[1]:.3f} ms simplified"
+        )
+    return simplified
+
+
+def _latency(runtime, models: list, example, threads) -> list[float] | str:
+    """Each model's median latency in ms (sessions at the runtime's default
+    level), or why it could not be measured."""
+    import statistics
+
+    import torch
+    from torch.utils import _pytree as pytree
+
+    tensors = [t for t in pytree.tree_leaves(example) if isinstance(t, torch.Tensor)]
+    calls = []
+    for model in models:
+        try:
+            session = runtime.session(
+                model.SerializeToString(), level=runtime.default_level, threads=threads
+            )
+        except Exception as error:
+            return f"{runtime.label} could not load a model: {error}"
+        names = [i.name for i in session.get_inputs()]
+        if len(names) != len(tensors):
+            return f"the model takes {len(names)} inputs, the example has {len(tensors)} tensors"
+        feeds = {name: t.detach().cpu().numpy() for name, t in zip(names, tensors, strict=True)}
+        calls.append(lambda session=session, feeds=feeds: session.run(None, feeds))
+    rounds: list[list[float]] = [[] for _ in models]
+    for _ in range(LATENCY_ROUNDS):
+        for times, call in zip(rounds, calls, strict=True):
+            times.append(median_ms(call, warmup=1 if times else WARMUP, repeats=REPEATS))
+    return [statistics.median(times) for times in rounds]

@@ -12,6 +12,9 @@ The routes (one module each under :mod:`opbridge.export.routes`):
     the op's result (``com.microsoft`` contrib operators, and ONNX Runtime's
     ai.onnx-domain SimplifiedLayerNormalization), the standard form
     elsewhere: runs in a stock ONNX Runtime, no custom-op library.
+  * ``"function"``: the custom route's nodes, each with a model-local
+    function whose body is the op's standard form: the library's kernels
+    where it is loaded, the bodies in any other runtime.
   * ``"auto"``: per operator, the fastest of these routes that verifies for
     the model at its example inputs (:mod:`opbridge.autoroute`).
 
@@ -27,6 +30,7 @@ environment or from whether the library is loaded.
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import logging
 import os
@@ -242,7 +246,9 @@ def _refused(error: ValueError, opset: int) -> ExportError:
     return ExportError(f"{error} (export at opset {opset})")
 
 
-def _dynamo_translation(library: Library, spec: dict, route: str, opset: int) -> Callable:
+def _dynamo_translation(
+    library: Library, spec: dict, route: str, opset: int, avoid: frozenset[str] = frozenset()
+) -> Callable:
     import onnxscript
 
     domain = onnxscript.values.Opset(library.onnx_domain, library.domain_version)
@@ -260,7 +266,7 @@ def _dynamo_translation(library: Library, spec: dict, route: str, opset: int) ->
                 inputs.pop()
             return custom_op(*inputs, **attrs)
         try:
-            return form(DynamoBuilder(build_opset), *inputs, **attrs)
+            return form(DynamoBuilder(build_opset, avoid), *inputs, **attrs)
         except ValueError as error:
             raise _refused(error, opset) from error
 
@@ -268,7 +274,9 @@ def _dynamo_translation(library: Library, spec: dict, route: str, opset: int) ->
     return translate
 
 
-def translation_table(route: str | dict, *, opset: int | None = None) -> dict[Callable, Callable]:
+def translation_table(
+    route: str | dict, *, opset: int | None = None, avoid: frozenset[str] = frozenset()
+) -> dict[Callable, Callable]:
     """``custom_translation_table`` for ``torch.onnx.export(..., dynamo=True)``.
 
     ``route`` is one of :func:`opbridge.export.routes.names` or a dict from
@@ -276,18 +284,23 @@ def translation_table(route: str | dict, *, opset: int | None = None) -> dict[Ca
     ``opset`` is the ``opset_version`` the export will ask for (the standard
     route chooses its form by it); default 18. Covers the operators of every
     loaded library. Check the exported model's ai.onnx opset import: torch
-    keeps opset 18 when it cannot convert.
+    keeps opset 18 when it cannot convert. ``avoid``: as
+    :attr:`ExportOptions.avoid`.
     """
     _check_route(route, _routes.names())
     opset = check_opset(DEFAULT_OPSET if opset is None else opset, dynamo=True)
     return {
-        library.op(name): _dynamo_translation(library, spec, op_route(route, library, name), opset)
+        library.op(name): _dynamo_translation(
+            library, spec, op_route(route, library, name), opset, frozenset(avoid)
+        )
         for library in libraries()
         for name, spec in library.specs().items()
     }
 
 
-def _legacy_symbolic(library: Library, spec: dict, route: str, opset: int) -> Callable:
+def _legacy_symbolic(
+    library: Library, spec: dict, route: str, opset: int, avoid: frozenset[str] = frozenset()
+) -> Callable:
     from torch.onnx import symbolic_helper
 
     form = _form(library, spec, route)
@@ -301,7 +314,7 @@ def _legacy_symbolic(library: Library, spec: dict, route: str, opset: int) -> Ca
             attrs[attr["name"]] = attr_value(attr, raw)
         if not _routes.get(route).library_node:
             try:
-                return form(LegacyBuilder(g, opset), *inputs, **attrs)
+                return form(LegacyBuilder(g, opset, avoid), *inputs, **attrs)
             except ValueError as error:
                 raise _refused(error, opset) from error
         # Absent trailing optional inputs are left out of the node.
@@ -371,7 +384,9 @@ def _set_legacy_output_types(
         )
 
 
-def register_legacy_symbolics(route: str | dict, *, opset: int | None = None) -> None:
+def register_legacy_symbolics(
+    route: str | dict, *, opset: int | None = None, avoid: frozenset[str] = frozenset()
+) -> None:
     """Registers the ops with the TorchScript exporter (``dynamo=False``).
 
     ``route`` as for :func:`translation_table`. The last registration wins;
@@ -383,7 +398,9 @@ def register_legacy_symbolics(route: str | dict, *, opset: int | None = None) ->
         for name, spec in library.specs().items():
             torch.onnx.register_custom_op_symbolic(
                 f"{library.torch_namespace}::{name}",
-                _legacy_symbolic(library, spec, op_route(route, library, name), opset),
+                _legacy_symbolic(
+                    library, spec, op_route(route, library, name), opset, frozenset(avoid)
+                ),
                 opset,
             )
 
@@ -480,6 +497,11 @@ def export(
     :func:`opbridge.autoroute.choose` (which exports, verifies and times each
     candidate; ``requires_library=False`` leaves out the custom route, for a
     model that must run in a stock ONNX Runtime).
+
+    ``simplify=True`` simplifies the exported model
+    (:func:`opbridge.export.simplify.simplify`): every node outside the
+    ai.onnx domain kept as exported, or the model as exported and a
+    :class:`~opbridge.export.simplify.SimplifyWarning` that says why.
     """
     import onnx
 
@@ -489,6 +511,8 @@ def export(
     if isinstance(route, str) and route in _RESOLVERS:
         route = _RESOLVERS[route](model, args, settings)
     if hasattr(route, "plan"):  # a RouteChoice
+        avoid = settings.avoid | frozenset(getattr(route, "avoid", ()))
+        settings = dataclasses.replace(settings, avoid=avoid)
         route, label = dict(route.plan), "auto"
     _check_route(route)
     if settings.dynamic_batch:
@@ -501,10 +525,12 @@ def export(
     opset = check_opset(opset, dynamo=dynamo)
     try:
         if dynamo:
-            proto, conversion = _export_dynamo(model, args, route, opset, dynamic_shapes, kwargs)
+            proto, conversion = _export_dynamo(
+                model, args, route, opset, dynamic_shapes, kwargs, settings.avoid
+            )
         else:
             conversion = None
-            register_legacy_symbolics(route, opset=opset)
+            register_legacy_symbolics(route, opset=opset, avoid=settings.avoid)
             if dynamic_shapes is not None:
                 kwargs = _legacy_dynamic_axes(args, dynamic_shapes, kwargs)
             buffer = io.BytesIO()
@@ -529,13 +555,44 @@ def export(
         raise
     _check_opset_import(proto, opset, dynamo, conversion)
     drop_unused_outputs(proto)
+    _finish(proto, route, opset, settings.avoid)
     stamp_metadata(proto, route, label)
+    if settings.simplify:
+        from opbridge.export.simplify import simplify
+
+        proto, _ = simplify(proto)
     if f is not None:
         if isinstance(f, io.BytesIO):
             f.write(proto.SerializeToString())
         else:
             onnx.save(proto, os.fspath(f))
     return proto
+
+
+def _finish(proto, route: str | dict, opset: int, avoid: frozenset[str] = frozenset()) -> None:
+    """Each route's additions to the exported model (:attr:`Route.finish`),
+    for the library nodes of the operators it exported."""
+    used = set(route.values()) if isinstance(route, dict) else {route}
+    if isinstance(route, dict):
+        used.add("custom")  # what the operators the plan does not name take
+    by_type = {
+        (library.onnx_domain, spec["onnx_type"]): (library, name)
+        for library in libraries()
+        for name, spec in library.specs().items()
+    }
+    for name in sorted(used):
+        finish = _routes.get(name).finish
+        if finish is None:
+            continue
+
+        def selected(node, name=name):
+            found = by_type.get((node.domain, node.op_type))
+            return found is not None and op_route(route, *found) == name
+
+        try:
+            finish(proto, selected, opset, _decomposition, avoid)
+        except (ValueError, NotImplementedError) as error:
+            raise ExportError(f"opbridge.onnx.export: the {name} route: {error}") from error
 
 
 def batch_dynamic_shapes(args: tuple, model: Any = None) -> tuple | None:
@@ -593,7 +650,9 @@ def dynamic_spec(args: tuple, model: Any = None, *, batch: bool, sequence: bool)
     return specs
 
 
-def _export_dynamo(model, args, route: str, opset: int, dynamic_shapes, kwargs: dict):
+def _export_dynamo(
+    model, args, route: str, opset: int, dynamic_shapes, kwargs: dict, avoid=frozenset()
+):
     def run(opset_version: int):
         with _ConversionLog() as conversion:
             program = torch.onnx.export(
@@ -602,7 +661,7 @@ def _export_dynamo(model, args, route: str, opset: int, dynamic_shapes, kwargs: 
                 dynamo=True,
                 opset_version=opset_version,
                 dynamic_shapes=dynamic_shapes,
-                custom_translation_table=translation_table(route, opset=opset),
+                custom_translation_table=translation_table(route, opset=opset, avoid=avoid),
                 **kwargs,
             )
         return program.model_proto, conversion

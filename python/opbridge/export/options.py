@@ -22,6 +22,13 @@ class ExportOptions:
       ``dynamic_batch``).
     - ``requires_library``: with ``route="auto"``, False leaves out the routes
       whose models need an operator library.
+    - ``simplify``: simplify the exported model with
+      :func:`opbridge.export.simplify.simplify` (library nodes kept as
+      exported; the model as exported, and a warning, when it cannot be).
+    - ``avoid``: ONNX operators the export must not emit where an op's form
+      has another way (``"RotaryEmbedding"`` for ai.onnx,
+      ``"com.microsoft::RotaryEmbedding"``): those the runtime the model is
+      for computes wrong (:attr:`opbridge.runtimes.Runtime.wrong_forms`).
     """
 
     opset: int = DEFAULT_OPSET
@@ -29,6 +36,8 @@ class ExportOptions:
     dynamic_batch: bool = False
     dynamic_shapes: Any = None
     requires_library: bool = True
+    simplify: bool = False
+    avoid: frozenset[str] = frozenset()
 
     @classmethod
     def fields(cls) -> tuple[str, ...]:

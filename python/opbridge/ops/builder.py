@@ -21,6 +21,13 @@ import numpy as np
 
 class Builder:
     opset: int
+    # ONNX operators not to emit where a form has another way ("RotaryEmbedding",
+    # "com.microsoft::RotaryEmbedding"): a runtime the model is for computes them wrong.
+    avoid: frozenset[str] = frozenset()
+
+    def allows(self, op_type: str, domain: str = "") -> bool:
+        """Whether a form may emit ``op_type`` of ``domain`` (ai.onnx by default)."""
+        return (f"{domain}::{op_type}" if domain else op_type) not in self.avoid
 
     def op(self, op_type: str, *inputs: Any, **attrs: Any) -> Any:
         raise NotImplementedError
@@ -64,10 +71,10 @@ class Builder:
 
 
 class DynamoBuilder(Builder):
-    def __init__(self, opset: int):
+    def __init__(self, opset: int, avoid: frozenset[str] = frozenset()):
         import onnxscript
 
-        self.opset = opset
+        self.opset, self.avoid = opset, frozenset(avoid)
         self._ops = onnxscript.values.Opset("", opset)
 
     def op(self, op_type, *inputs, **attrs):
@@ -131,9 +138,9 @@ _LEGACY_SUFFIX = {float: "f", int: "i", str: "s"}
 
 
 class LegacyBuilder(Builder):
-    def __init__(self, g: Any, opset: int):
+    def __init__(self, g: Any, opset: int, avoid: frozenset[str] = frozenset()):
         self.g = g
-        self.opset = opset
+        self.opset, self.avoid = opset, frozenset(avoid)
 
     def op(self, op_type, *inputs, **attrs):
         named = {}
@@ -214,3 +221,117 @@ class LegacyBuilder(Builder):
         return self.float_dtype(value) or {"Byte": "uint8", "Long": "int64", "Int": "int32"}.get(
             scalar
         )
+
+
+# Output element types that are not the first input's (by ONNX's operator
+# definitions); any other operator keeps its first typed input's.
+_INT64_RESULTS = {"Shape", "Size", "ArgMax", "ArgMin", "NonZero"}
+_BOOL_RESULTS = {"Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Not", "And", "Or"}
+_BOOL_RESULTS |= {"Xor", "IsNaN", "IsInf"}
+
+
+class ProtoValue:
+    """A value of a :class:`ProtoBuilder` body: its name, and its element
+    type and dimensions when known (``shape``: None for an unknown rank, a
+    None entry for a dynamic dimension)."""
+
+    def __init__(self, name: str, dtype: str | None = None, shape: list | None = None):
+        self.name, self.dtype = name, dtype
+        self.shape = None if shape is None else list(shape)
+
+    @property
+    def rank(self) -> int | None:
+        return None if self.shape is None else len(self.shape)
+
+    def __repr__(self) -> str:
+        return f"ProtoValue({self.name!r}, {self.dtype!r}, {self.shape!r})"
+
+
+class ProtoBuilder(Builder):
+    """Emits a decomposition as ``onnx.NodeProto``s (``nodes``): the body of
+    an ONNX function. Inputs are :class:`ProtoValue`s with the dimensions the
+    model fixes (its dynamic ones None), as the exporters' builders see them;
+    intermediate values have no known dimensions."""
+
+    def __init__(self, opset: int, avoid: frozenset[str] = frozenset()):
+        self.opset, self.avoid = opset, frozenset(avoid)
+        self.nodes: list[Any] = []
+        self._count = 0
+
+    def _fresh(self) -> str:
+        self._count += 1
+        return f"t{self._count}"
+
+    def _emit(self, op_type: str, inputs: tuple, attrs: dict, dtype, domain=""):
+        from onnx import helper
+
+        names = ["" if value is None else value.name for value in inputs]
+        while names and not names[-1]:
+            names.pop()
+        output = ProtoValue(self._fresh(), dtype)
+        node = helper.make_node(op_type, names, [output.name], domain=domain, **attrs)
+        self.nodes.append(node)
+        return output
+
+    def _result_dtype(self, op_type: str, inputs: tuple, attrs: dict) -> str | None:
+        import onnx
+
+        if op_type in _INT64_RESULTS:
+            return "int64"
+        if op_type in _BOOL_RESULTS:
+            return "bool"
+        if op_type == "Cast":
+            return onnx.helper.tensor_dtype_to_np_dtype(attrs["to"]).name
+        if op_type == "CastLike":
+            return inputs[1].dtype if inputs[1] is not None else None
+        for value in inputs:
+            if value is not None and value.dtype is not None:
+                return value.dtype
+        return None
+
+    def op(self, op_type, *inputs, **attrs):
+        dtype = self._result_dtype(op_type, inputs, attrs)
+        return self._emit(op_type, inputs, attrs, dtype)
+
+    def contrib(self, op_type, *inputs, outputs=1, **attrs):
+        raise NotImplementedError(
+            f"a function body is made of ai.onnx operators; {op_type} is ONNX Runtime's own"
+        )
+
+    def shape(self, value):
+        shape = getattr(value, "shape", None)
+        return None if shape is None else list(shape)
+
+    def _tensor(self, array: np.ndarray):
+        from onnx import numpy_helper
+
+        node_value = self._emit("Constant", (), {"value": numpy_helper.from_array(array)}, None)
+        node_value.dtype, node_value.shape = array.dtype.name, list(array.shape)
+        return node_value
+
+    def constant(self, value, like):
+        dtype = self.float_dtype(like)
+        if dtype is not None:
+            return self._tensor(np.array(value, dtype=dtype))
+        return self.op("CastLike", self._tensor(np.array(value, dtype=np.float32)), like)
+
+    def ints(self, values):
+        return self._tensor(np.array(values, dtype=np.int64))
+
+    def int_scalar(self, value):
+        return self._tensor(np.array(value, dtype=np.int64))
+
+    def float_dtype(self, value):
+        dtype = getattr(value, "dtype", None)
+        return dtype if dtype in ("float32", "float64", "float16", "bfloat16") else None
+
+    def floats(self, values, like):
+        dtype = self.float_dtype(like) or "float32"
+        if dtype == "bfloat16":
+            import ml_dtypes
+
+            return self._tensor(np.array(values, dtype=np.float32).astype(ml_dtypes.bfloat16))
+        return self._tensor(np.array(values, dtype=dtype))
+
+    def dtype(self, value):
+        return getattr(value, "dtype", None)

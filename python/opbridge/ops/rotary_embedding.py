@@ -69,8 +69,10 @@ def standard(b: Builder, x, cos, sin, *, interleaved: int):
     """ONNX's RotaryEmbedding from opset 23 (float32 with a static heads
     dimension and table width; x seen as 3-D ``[batch, seq, heads *
     head_dim]`` with ``num_heads``, the tables expanded to ``[batch, seq,
-    half]``); else the Slice/Mul/Sub/Add/Concat chain."""
-    layout = _fused_layout(b, x, cos) if b.opset >= ROTARY_EMBEDDING_OPSET else None
+    half]``); else, or where the export avoids RotaryEmbedding, the
+    Slice/Mul/Sub/Add/Concat chain."""
+    fused = b.opset >= ROTARY_EMBEDDING_OPSET and b.allows("RotaryEmbedding")
+    layout = _fused_layout(b, x, cos) if fused else None
     if layout is None:
         return _chain(b, x, cos, sin, interleaved=interleaved)
     heads, half, _ = layout
@@ -92,9 +94,9 @@ def ort(b: Builder, x, cos, sin, *, interleaved: int):
     standard form's at opset 23). A shared ``[seq, half]`` table (or a 3-D one
     of static batch 1) is its cache with position ids starting at 0; per-row
     tables are expanded to x's batch and flattened to ``[batch * seq, half]``,
-    row ``r``'s position ``p`` reading entry ``r * seq + p``. Else the
-    standard form."""
-    layout = _fused_layout(b, x, cos)
+    row ``r``'s position ``p`` reading entry ``r * seq + p``. Else, or where
+    the export avoids com.microsoft RotaryEmbedding, the standard form."""
+    layout = _fused_layout(b, x, cos) if b.allows("RotaryEmbedding", "com.microsoft") else None
     if layout is None:
         return standard(b, x, cos, sin, interleaved=interleaved)
     heads, half, rank = layout

@@ -40,6 +40,11 @@ class Runtime:
       model that runs with the library).
     - ``label``: its name in messages, docs and bench (``ort_custom``: the
       ``short`` name and the route).
+    - ``wrong_forms``: ONNX operators (``"RotaryEmbedding"``,
+      ``"com.microsoft::RotaryEmbedding"``) that this runtime computes wrong in
+      some use, each with what is wrong: an export for it avoids them
+      (:attr:`opbridge.export.ExportOptions.avoid`), and verify in it flags a
+      model that has one.
     """
 
     name: str
@@ -53,6 +58,11 @@ class Runtime:
     library_path: Callable[[Any], str]
     facts: Callable[[], list[tuple[str, str]]] = field(default=lambda: [])
     checks: Callable[[], list[RuntimeCheck]] = field(default=lambda: [])
+    wrong_forms: dict[str, str] = field(default_factory=dict)
+
+    def avoid(self) -> frozenset[str]:
+        """What an export for this runtime must not emit (``wrong_forms``)."""
+        return frozenset(self.wrong_forms)
 
     def timer(self, threads: int | None = None, level: str | None = None) -> Callable:
         """``timer(op, route, model_bytes, feeds) -> ms``: the median of

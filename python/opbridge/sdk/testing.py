@@ -144,8 +144,9 @@ def check_export(card, *, route: str, dynamo: bool = True, opset: int = 18) -> N
     """Exports the op's typical sample by ``route``: the checker passes, the
     custom route has exactly the op's node with the spec's attributes, the
     other routes none of the library's nodes, and ONNX Runtime (a stock
-    session for the library-free routes) matches PyTorch within 1e-5 with
-    graph optimizations off and on."""
+    session for the library-free routes, and one with the library for the
+    routes of library nodes: both for ``function``) matches PyTorch within
+    1e-5 with graph optimizations off and on."""
     import onnxruntime
 
     from opbridge.export import routes
@@ -169,26 +170,32 @@ def check_export(card, *, route: str, dynamo: bool = True, opset: int = 18) -> N
         assert not custom, f"{card.name}: the {route} route left {len(custom)} custom nodes"
     expected = _as_tuple(module(*inputs))
     feeds = {i.name: t.numpy() for i, t in zip(proto.graph.input, inputs, strict=False)}
+    # A route whose library nodes carry function bodies runs both ways: the
+    # bodies in a stock session, the kernels with the library.
+    kinds = ["stock"] if not needs_library else []
+    if routes.get(route).library_node:
+        kinds.append("library")
     for level in ("disable_all", "enable_all"):
-        if not needs_library:
-            options = onnxruntime.SessionOptions()
-            options.graph_optimization_level = getattr(
-                onnxruntime.GraphOptimizationLevel, OPTIMIZATION_LEVELS[level]
-            )
-            session = onnxruntime.InferenceSession(
-                proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
-            )
-        else:
-            session = InferenceSession(proto, optimization_level=level)
-        outputs = session.run(None, feeds)
-        for got, want in zip(outputs, expected, strict=True):
-            np.testing.assert_allclose(
-                got,
-                want.detach().numpy(),
-                atol=1e-5,
-                rtol=1e-5,
-                err_msg=f"{card.name}: {route} route, dynamo={dynamo}, {level}",
-            )
+        for kind in kinds:
+            if kind == "stock":
+                options = onnxruntime.SessionOptions()
+                options.graph_optimization_level = getattr(
+                    onnxruntime.GraphOptimizationLevel, OPTIMIZATION_LEVELS[level]
+                )
+                session = onnxruntime.InferenceSession(
+                    proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
+                )
+            else:
+                session = InferenceSession(proto, optimization_level=level)
+            outputs = session.run(None, feeds)
+            for got, want in zip(outputs, expected, strict=True):
+                np.testing.assert_allclose(
+                    got,
+                    want.detach().numpy(),
+                    atol=1e-5,
+                    rtol=1e-5,
+                    err_msg=f"{card.name}: {route} route, dynamo={dynamo}, {level}, {kind}",
+                )
 
 
 def single_node_model(card, sample, dtypes: dict[int, Any] | None = None):

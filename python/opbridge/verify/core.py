@@ -17,6 +17,7 @@ import torch
 from opbridge import runtimes
 from opbridge.export import METADATA_ROUTE_KEY, dynamic_spec, routes
 from opbridge.export import export as export_onnx
+from opbridge.export.functions import library_functions
 from opbridge.runtimes.onnxruntime import InferenceSession, load_model
 from opbridge.verify import reference as against_reference
 from opbridge.verify.comparison import Tolerance, compare
@@ -173,7 +174,15 @@ def verify(
         )
     else:
         proto, source = _export(
-            model, args, route, opset, dynamo, dynamic_shapes, dynamic_batch, dynamic_sequence
+            model,
+            args,
+            route,
+            opset,
+            dynamo,
+            dynamic_shapes,
+            dynamic_batch,
+            dynamic_sequence,
+            exporting.avoid | runtime.avoid(),
         )
         tensors = leaves(args)
         if dynamic_shapes is None and dynamic_batch and tensors and tensors[0].dim() > 0:
@@ -194,6 +203,8 @@ def verify(
         onnx_model=proto,
     )
     report.structure = structure_checks(proto, route, model, leaves(args), example_outputs)
+    if runtime.wrong_forms:
+        report.structure.append(_wrong_forms_check(proto, runtime))
     if reference is not None:
         report.reference = f"the given {type(reference).__name__}"
         if reference.training:
@@ -242,11 +253,33 @@ def verify(
         reference=reference,
     )
     run.open_sessions(proto, args, layers)
+    run.open_bodies(proto)
     run.run()
+    run.report_bodies()
     if reference is not None:
         run.compare_with_reference(args, layers)
     report.passed = not report.failures()
     return report
+
+
+def _wrong_forms_check(proto, runtime: runtimes.Runtime) -> Check:
+    """Whether the model has an ONNX operator the runtime computes wrong in
+    some use (:attr:`opbridge.runtimes.Runtime.wrong_forms`): a warning that
+    says what is wrong, since verify's cases may not hit the wrong use."""
+    from opbridge.export.functions import library_functions
+
+    graphs = [proto.graph.node, *(f.node for f in library_functions(proto).values())]
+    found = {}
+    for nodes in graphs:
+        for node in nodes:
+            key = f"{node.domain}::{node.op_type}" if node.domain else node.op_type
+            if key in runtime.wrong_forms:
+                found[key] = runtime.wrong_forms[key]
+    title = f"no operator {runtime.label} computes wrong"
+    if not found:
+        return Check(title, PASS, f"none of {sorted(runtime.wrong_forms)}")
+    detail = "; ".join(f"{op}: {why}" for op, why in sorted(found.items()))
+    return Check(title, WARN, f"{detail} (export for {runtime.name} to avoid them)")
 
 
 def _batch_one_warning(args: tuple, dynamic: bool) -> list[str]:
@@ -295,6 +328,11 @@ class _Run:
     layers: LayerCheck | None = None
     error_log: list[tuple[str, str]] = field(default_factory=list)  # (where, message)
     failed_cases: set[str] = field(default_factory=set)  # cases PyTorch could not run
+    # The library nodes' function bodies (route "function"): a stock ONNX
+    # Runtime session, and per case the errors against PyTorch and the kernels.
+    bodies: Any = None
+    bodies_results: list[tuple[str, bool, float, float]] = field(default_factory=list)
+    bodies_error: str | None = None
 
     def error(self, where: str, message: str) -> None:
         """Records an error; the report lists each message once, with its count."""
@@ -316,6 +354,66 @@ class _Run:
         self.layers, self.report.layer_mapping = LayerCheck.prepare(
             proto, self.model, args, self.factory, self.base_level
         )
+
+    def open_bodies(self, proto) -> None:
+        """A session without any operator library, when the model's library
+        nodes have model-local functions: it runs their bodies, which verify
+        compares with PyTorch and with the kernels on every case."""
+        import onnxruntime
+
+        if not library_functions(proto):
+            return
+        try:
+            self.bodies = onnxruntime.InferenceSession(
+                proto.SerializeToString(), providers=["CPUExecutionProvider"]
+            )
+        except Exception as error:
+            self.bodies_error = (
+                f"ONNX Runtime without the library could not load it: {one_line(error)}"
+            )
+
+    def _run_bodies(self, case: Case, expected: list[np.ndarray], kernels) -> None:
+        if self.bodies is None:
+            return
+        try:
+            got = list(_run_session(self.bodies, case).values())
+        except Exception as error:
+            self.bodies_error = f"{case.label}: {one_line(error)}"
+            return
+        names = [o.name for o in self.bodies.get_outputs()]
+        comparisons = [
+            compare(n, g, e, *self.tolerance.of(e))
+            for n, g, e in zip(names, got, expected, strict=False)
+        ]
+        passed = len(got) == len(expected) and all(c.passed for c in comparisons)
+        err = max((c.max_abs_err for c in comparisons), default=0.0)
+        vs_kernels = max(
+            (
+                compare(n, g, k, *self.tolerance.of(k)).max_abs_err
+                for n, g, k in zip(names, got, kernels or [], strict=False)
+            ),
+            default=math.nan,
+        )
+        self.bodies_results.append((case.label, passed, err, vs_kernels))
+
+    def report_bodies(self) -> None:
+        """The bodies' check in the report's structure checks."""
+        if self.bodies is None and self.bodies_error is None:
+            return
+        title = "function bodies (no library) match PyTorch and the kernels"
+        if self.bodies_error is not None:
+            self.report.structure.append(Check(title, FAIL, self.bodies_error))
+            return
+        failed = [label for label, passed, _, _ in self.bodies_results if not passed]
+        worst = max((r[2] for r in self.bodies_results), default=0.0)
+        vs_kernels = max((r[3] for r in self.bodies_results), default=0.0)
+        detail = (
+            f"{len(self.bodies_results)} cases in ONNX Runtime without the library: max abs err "
+            f"{worst:.3g} vs PyTorch, {vs_kernels:.3g} vs the kernels"
+        )
+        if failed:
+            detail += f"; outside the tolerance: {', '.join(failed)}"
+        self.report.structure.append(Check(title, FAIL if failed else PASS, detail))
 
     def run(self) -> None:
         """Every case at every level, and layer by layer where it applies."""
@@ -408,7 +506,7 @@ class _Run:
         """Runs ``case`` at every level; compares with PyTorch, with the base level,
         and with the ``reference`` model's outputs when there are some."""
         report, tolerance = self.report, self.tolerance
-        base_outputs = None
+        base_outputs = main_outputs = None
         for level in self.levels:
             if level not in self.sessions:
                 continue
@@ -441,6 +539,8 @@ class _Run:
                 cell.reference_max_abs_err, cell.reference_max_rel_err = abs_err, rel_err
             if case.label == "example" and level == self.main_level:
                 report.outputs = comparisons
+            if level == self.main_level:
+                main_outputs = got
             if level == self.base_level:
                 base_outputs = got
             elif base_outputs is not None and len(base_outputs) == len(got):
@@ -454,6 +554,7 @@ class _Run:
                 differs = [c for c in against_base if not c.passed and c.compared != 0]
                 if differs and level not in report.fusion_problems:
                     report.fusion_problems.append(level)
+        self._run_bodies(case, expected, main_outputs)
 
     def _compare_layers(self, level: str, case: Case, recorder: Recorder) -> None:
         try:
@@ -478,13 +579,21 @@ def _run_session(session, case: Case) -> dict[str, np.ndarray]:
 
 
 def _export(
-    model, args, route, opset, dynamo, dynamic_shapes, dynamic_batch, dynamic_sequence
+    model,
+    args,
+    route,
+    opset,
+    dynamo,
+    dynamic_shapes,
+    dynamic_batch,
+    dynamic_sequence,
+    avoid=frozenset(),
 ) -> tuple[Any, str]:
     """The model exported by ``route``, with the dynamic dimensions asked for
     where possible (else fewer: batch only, then none), and the report's line
     saying how it was exported (what the graph makes dynamic is read from
     the graph, not from here)."""
-    options = dict(route=route, opset=opset, dynamo=dynamo)
+    options = dict(route=route, opset=opset, dynamo=dynamo, avoid=avoid)
     if dynamo:
         options["verbose"] = False
     tensors = leaves(args)

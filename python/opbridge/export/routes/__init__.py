@@ -2,7 +2,8 @@
 
 A route says how an operator of a library becomes ONNX: a node in the
 library's own domain (``custom``), ai.onnx operators (``standard``), or ONNX
-Runtime's own fused operators (``ort``). Everything that differs between
+Runtime's own fused operators (``ort``), or library nodes with
+standard-op bodies as model-local functions (``function``). Everything that differs between
 routes lives on its :class:`Route`: whether a model it makes needs the
 operator library, how an operator's card gives its form, what verify checks
 in the exported graph, and the label bench and the docs show. Export, verify,
@@ -16,13 +17,13 @@ is one module that calls :func:`register_route` and one entry in
 
 from __future__ import annotations
 
-from opbridge.export.routes import custom, ort, standard
+from opbridge.export.routes import custom, function, ort, standard
 from opbridge.export.routes.base import Route, StructureCheck, library_nodes
 
 __all__ = ["AUTO", "Route", "StructureCheck", "get", "library_nodes", "register_route", "routes"]
 
 # The built-in routes, in the order they are listed.
-_BUILTIN = (custom.ROUTE, standard.ROUTE, ort.ROUTE)
+_BUILTIN = (custom.ROUTE, standard.ROUTE, ort.ROUTE, function.ROUTE)
 # The choice made per operator by measurement (opbridge.autoroute).
 AUTO = "auto"
 

@@ -39,6 +39,11 @@ class Route:
       (``ort_<bench_name>``), and ``label``: how bench, docs and reports
       name the route.
     - ``summary``: one line for the docs and ``--help``.
+    - ``finish(model, selected, opset, form_of, avoid)``: what the route adds
+      to the exported model, for the library nodes ``selected(node)`` accepts
+      (the ``function`` route's bodies); ``form_of(library, spec)`` is an op's
+      standard decomposition, ``avoid`` the export's
+      :attr:`~opbridge.export.ExportOptions.avoid`. None: nothing.
     """
 
     name: str
@@ -50,6 +55,7 @@ class Route:
     bench_name: str
     label: str
     summary: str
+    finish: Callable[[Any, Callable, int, Callable, frozenset], Any] | None = None
 
 
 def library_nodes(model, libraries: list) -> list:
