@@ -108,4 +108,45 @@ Status ValidateKernelArgs(const OpSpec& spec, const KernelArgs& args) {
   return Status::Ok();
 }
 
+namespace {
+
+void AppendHexByte(unsigned char byte, std::string* out) {
+  static const char kDigits[] = "0123456789abcdef";
+  *out += "\\x";
+  *out += kDigits[byte >> 4];
+  *out += kDigits[byte & 0xF];
+}
+
+}  // namespace
+
+std::string QuotedForMessage(const std::string& text) {
+  std::string out = "'";
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '\'' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (byte < 0x20 || byte >= 0x7F) {
+      AppendHexByte(byte, &out);
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+std::string WithoutControlBytes(const std::string& message) {
+  std::string out;
+  out.reserve(message.size());
+  for (const char c : message) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte == 0x7F) {
+      AppendHexByte(byte, &out);
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace opbridge

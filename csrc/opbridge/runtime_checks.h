@@ -1,6 +1,8 @@
 // Opt-in validation inside the adapters, switched on by OPBRIDGE_CHECK=1.
 #pragma once
 
+#include <string>
+
 #include "opbridge/spec.h"
 #include "opbridge/status.h"
 
@@ -30,5 +32,17 @@ Status CheckAttributeValue(const OpSpec& spec, const char* argument, const AttrV
 // (in spec order) passes CheckAttributeValue, and every output has a buffer
 // of its shape.
 Status ValidateKernelArgs(const OpSpec& spec, const KernelArgs& args);
+
+// A string of the user's (a node name, an attribute's text) in single quotes,
+// safe inside a message: a quote or backslash is escaped with a backslash and
+// every byte outside printable ASCII is written \xNN, so that no byte of it
+// (a NUL above all, which a C API would end the message at) can cut or garble
+// the message around it.
+std::string QuotedForMessage(const std::string& text);
+
+// `message` with every control byte (below 0x20, and 0x7F) written \xNN: a
+// last guard for a message that embeds user text unescaped before it goes
+// through a C string.
+std::string WithoutControlBytes(const std::string& message);
 
 }  // namespace opbridge

@@ -13,6 +13,7 @@
 #include <hwy/highway.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -164,6 +165,18 @@ HWY_INLINE hn::VFromD<D> RoundTrip(D d, hn::VFromD<D> v) {
 // very long rows.
 constexpr int64_t kSumBlock = 1024;
 
+// sum_j x_j^2 in double, element by element: for the rare float32 or
+// 16-bit row whose squares overflow float32 (|x| past 1.8e19).
+template <typename T>
+HWY_INLINE double SumSquaresInDouble(const T* x, int64_t cols) {
+  double total = 0.0;
+  for (int64_t k = 0; k < cols; ++k) {
+    const double v = static_cast<double>(ToFloat(x[k]));
+    total += v * v;
+  }
+  return total;
+}
+
 // sum_j x_j^2 and (g not null) sum_j g_j * w_j * x_j over one row of cols
 // elements, in float lanes (double for double) flushed to double every
 // kSumBlock elements.
@@ -205,6 +218,19 @@ HWY_INLINE void SumSquaresAndDot(const T* x, const T* g, const T* w, int64_t col
       const auto g0 = ReadTail(d, g + j, rest, buffer);
       const auto w0 = ReadTail(d, w + j, rest, buffer);
       total_dot += static_cast<double>(hn::GetLane(hn::SumOfLanes(d, hn::Mul(hn::Mul(g0, w0), x0))));
+    }
+  }
+  if constexpr (!std::is_same_v<C, double>) {
+    // A float32 square overflows past |x| = 1.8e19, where the row's root mean
+    // square is still a float: such a row (rare; inf and NaN inputs come here
+    // too and stay so) is summed again in double.
+    if (!std::isfinite(total_sq) || !std::isfinite(total_dot)) {
+      total_sq = SumSquaresInDouble(x, cols);
+      total_dot = 0.0;
+      for (int64_t k = 0; g != nullptr && k < cols; ++k) {
+        total_dot += static_cast<double>(ToFloat(g[k])) * static_cast<double>(ToFloat(w[k])) *
+                     static_cast<double>(ToFloat(x[k]));
+      }
     }
   }
   *sum_squares = total_sq;

@@ -47,8 +47,11 @@ namespace {
 
 const OrtApi* g_api = nullptr;
 
+// Every message goes out as a C string: a control byte that reached it
+// unescaped (a NUL in an attribute's text) is escaped here rather than
+// ending it early.
 OrtStatus* MakeStatus(const std::string& message) {
-  return g_api->CreateStatus(ORT_INVALID_ARGUMENT, message.c_str());
+  return g_api->CreateStatus(ORT_INVALID_ARGUMENT, WithoutControlBytes(message).c_str());
 }
 
 const char* DtypeName(ONNXTensorElementDataType type) {
@@ -96,12 +99,15 @@ ONNXTensorElementDataType DtypeFromName(const std::string& name) {
   return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
 }
 
-std::string NodePrefix(const OpSpec& spec, const std::string& node_name) {
-  return spec.QualifiedName() + " (node '" + node_name + "'): ";
-}
+// Which node of the model, at the end of a message: the node name is the
+// model's text, escaped, and last, so that whatever it holds the rest of the
+// message reads whole before it.
+std::string NodeSuffix(const std::string& node_name) { return " [node " + QuotedForMessage(node_name) + "]"; }
 
-// Spec messages already name the op; this adds which node of the model.
-std::string NodeSuffix(const std::string& node_name) { return " [node '" + node_name + "']"; }
+// A message of this library's own about a node: the op, what is wrong, the node.
+std::string NodeMessage(const OpSpec& spec, const std::string& node_name, const std::string& what) {
+  return spec.QualifiedName() + " node: " + what + NodeSuffix(node_name);
+}
 
 // Runs fn and turns any C++ exception into an OrtStatus: nothing may unwind
 // through ONNX Runtime's C API.
@@ -120,7 +126,10 @@ struct SpecKernel {
   const OpSpec* spec;
   std::string node_name;
   std::vector<AttrValue> attrs;  // read once, at kernel creation
-  LaunchFn launch;               // the CPU kernel, or the CUDA one
+  // Said after a failed check of the attributes: which list attributes read
+  // as empty without their type being known (see AttributeTypeOf).
+  std::string attr_note;
+  LaunchFn launch;  // the CPU kernel, or the CUDA one
   bool cuda;
 };
 
@@ -147,11 +156,21 @@ std::string NodeName(const OrtKernelInfo* info) {
   return name;
 }
 
-// Whether the node has an attribute of this name, of any type. The C API
-// reads an attribute only as a given type, so each type is tried; an
-// attribute that none of them finds is absent.
-bool HasAttribute(const OrtKernelInfo* info, const char* name) {
-  auto found = [](OrtStatus* status) {
+// An attribute that the C API shows only as an empty list: an empty list
+// of any kind, or a type it cannot read (STRINGS, TENSORS, GRAPH, ...).
+constexpr const char* kUnnamedType = "?";
+
+// The ONNX type of the node's attribute `name` ("FLOAT", "INTS", ...),
+// kUnnamedType when it is an empty list or a type the C API cannot read, or
+// empty when the node has none of that name. The C API of the oldest
+// supported runtime cannot say an attribute's type (OpAttr_GetType is newer),
+// so each type is tried: the single-value reads (FLOAT, INT, STRING, TENSOR)
+// check the type, the list reads do not (any attribute reads as an empty
+// list of floats or ints), so a list is told by which of its fields has
+// values, and an attribute that is none of these is described by what it can
+// still be.
+std::string AttributeTypeOf(const OrtKernelInfo* info, const char* name) {
+  auto ok = [](OrtStatus* status) {
     if (status == nullptr) return true;
     g_api->ReleaseStatus(status);
     return false;
@@ -159,22 +178,32 @@ bool HasAttribute(const OrtKernelInfo* info, const char* name) {
   float f = 0.0f;
   int64_t i = 0;
   size_t size = 0;
-  if (found(g_api->KernelInfoGetAttribute_float(info, name, &f))) return true;
-  if (found(g_api->KernelInfoGetAttribute_int64(info, name, &i))) return true;
-  size = 0;
-  if (found(g_api->KernelInfoGetAttribute_string(info, name, nullptr, &size))) return true;
-  size = 0;
-  if (found(g_api->KernelInfoGetAttributeArray_float(info, name, nullptr, &size))) return true;
-  size = 0;
-  if (found(g_api->KernelInfoGetAttributeArray_int64(info, name, nullptr, &size))) return true;
+  if (ok(g_api->KernelInfoGetAttribute_float(info, name, &f))) return "FLOAT";
+  if (ok(g_api->KernelInfoGetAttribute_int64(info, name, &i))) return "INT";
+  if (ok(g_api->KernelInfoGetAttribute_string(info, name, nullptr, &size))) return "STRING";
   OrtAllocator* allocator = nullptr;
-  if (!found(g_api->GetAllocatorWithDefaultOptions(&allocator))) return false;
-  OrtValue* tensor = nullptr;
-  if (found(g_api->KernelInfoGetAttribute_tensor(info, name, allocator, &tensor))) {
-    g_api->ReleaseValue(tensor);
-    return true;
+  if (ok(g_api->GetAllocatorWithDefaultOptions(&allocator))) {
+    OrtValue* tensor = nullptr;
+    if (ok(g_api->KernelInfoGetAttribute_tensor(info, name, allocator, &tensor))) {
+      g_api->ReleaseValue(tensor);
+      return "TENSOR";
+    }
   }
-  return false;
+  size_t floats = 0;
+  if (!ok(g_api->KernelInfoGetAttributeArray_float(info, name, nullptr, &floats))) return "";
+  if (floats > 0) return "FLOATS";
+  size_t ints = 0;
+  if (ok(g_api->KernelInfoGetAttributeArray_int64(info, name, nullptr, &ints)) && ints > 0) return "INTS";
+  return kUnnamedType;
+}
+
+// What the node has, for a message: "the node has it with type INT".
+std::string FoundType(const std::string& found) {
+  if (found == kUnnamedType) {
+    return "the node has it as an empty list or with a type other than FLOAT, INT, STRING, TENSOR, FLOATS "
+           "and INTS (STRINGS, TENSORS, GRAPH, ...)";
+  }
+  return "the node has it with type " + found;
 }
 
 // The spec's default of an attribute, as the node would hold it: a float
@@ -216,8 +245,10 @@ const char* OnnxAttributeType(AttrType type) {
 
 // Reads an attribute of the node; an absent one with a default in the spec
 // takes the default (as ONNX defines for attributes with a default value).
+// A list that reads as empty, of a type the C API cannot name, is taken as
+// empty, and `note` (appended to) says so for a later message.
 OrtStatus* ReadAttribute(const OpSpec& spec, const std::string& node, const OrtKernelInfo* info,
-                         const AttrSpec& attr, AttrValue* value) {
+                         const AttrSpec& attr, AttrValue* value, std::string* note) {
   OrtStatus* status = nullptr;
   switch (attr.type) {
     case AttrType::kFloat: {
@@ -255,21 +286,30 @@ OrtStatus* ReadAttribute(const OpSpec& spec, const std::string& node, const OrtK
       break;
     }
   }
-  if (status == nullptr) return nullptr;
-  const std::string reason = g_api->GetErrorMessage(status);
-  g_api->ReleaseStatus(status);
   const std::string expected = std::string("attribute '") + attr.name + "' must be present with type " +
                                OnnxAttributeType(attr.type) + " (" + AttrTypeName(attr.type) + ")";
-  if (!HasAttribute(info, attr.name)) {
+  if (status == nullptr) {
+    if (attr.type != AttrType::kFloats || !value->numbers.empty()) return nullptr;
+    // Read as a list, an attribute of any type is an empty list of floats:
+    // an empty one passes only when it is no other type of value.
+    const std::string found = AttributeTypeOf(info, attr.name);
+    if (found == kUnnamedType) {
+      *note += std::string("; attribute '") + attr.name + "' reads as an empty list: " + FoundType(found);
+      return nullptr;
+    }
+    return MakeStatus(NodeMessage(spec, node, expected + "; " + FoundType(found)));
+  }
+  g_api->ReleaseStatus(status);
+  const std::string found = AttributeTypeOf(info, attr.name);
+  if (found.empty()) {
     if (attr.has_default) {
       *value = DefaultValue(attr);
       return nullptr;
     }
-    return MakeStatus(NodePrefix(spec, node) + expected +
-                      ": it has no default and the node does not have it");
+    return MakeStatus(
+        NodeMessage(spec, node, expected + ": it has no default and the node does not have it"));
   }
-  return MakeStatus(NodePrefix(spec, node) + expected +
-                    "; the node has it with another type (ONNX Runtime says: " + reason + ")");
+  return MakeStatus(NodeMessage(spec, node, expected + "; " + FoundType(found)));
 }
 
 // Input dtypes and shapes as declared in the graph; unknown dims are -1.
@@ -318,9 +358,11 @@ OrtStatus* ORT_API_CALL CreateKernel(const OrtCustomOp* op, const OrtApi* /*api*
       for (const InputSpec& input : spec.inputs) {
         names += (names.empty() ? "" : ", ") + std::string(input.name) + (input.optional ? "?" : "");
       }
-      return MakeStatus(NodePrefix(spec, state->node_name) + "expects " + std::to_string(required) +
-                        (required == spec.inputs.size() ? "" : " to " + std::to_string(spec.inputs.size())) +
-                        " inputs (" + names + "), the node has " + std::to_string(input_count));
+      return MakeStatus(NodeMessage(
+          spec, state->node_name,
+          "expects " + std::to_string(required) +
+              (required == spec.inputs.size() ? "" : " to " + std::to_string(spec.inputs.size())) +
+              " inputs (" + names + "), the node has " + std::to_string(input_count)));
     }
     // Check dtypes and the shapes known when the session is created, so that a
     // bad model fails to load with the spec's message. (ONNX Runtime ignores
@@ -336,12 +378,14 @@ OrtStatus* ORT_API_CALL CreateKernel(const OrtCustomOp* op, const OrtApi* /*api*
     if (!checked.ok() && rank_known) return MakeStatus(checked.message() + NodeSuffix(state->node_name));
     for (const AttrSpec& attr : spec.attrs) {
       AttrValue value;
-      if (OrtStatus* s = ReadAttribute(spec, state->node_name, info, attr, &value)) return s;
+      if (OrtStatus* s = ReadAttribute(spec, state->node_name, info, attr, &value, &state->attr_note))
+        return s;
       state->attrs.push_back(std::move(value));
     }
     if (spec.infer_attrs != nullptr && rank_known) {
       checked = spec.infer_attrs(inputs, state->attrs, &outputs);
-      if (!checked.ok()) return MakeStatus(checked.message() + NodeSuffix(state->node_name));
+      if (!checked.ok())
+        return MakeStatus(checked.message() + state->attr_note + NodeSuffix(state->node_name));
     }
     *kernel = state.release();
     return nullptr;
@@ -438,7 +482,7 @@ OrtStatus* ORT_API_CALL Compute(void* kernel_state, OrtKernelContext* context) n
       args.input_infos.push_back(std::move(info));
     }
     Status status = InferWithAttrs(spec, args.input_infos, kernel.attrs, &args.output_infos);
-    if (!status.ok()) return MakeStatus(status.message() + NodeSuffix(kernel.node_name));
+    if (!status.ok()) return MakeStatus(status.message() + kernel.attr_note + NodeSuffix(kernel.node_name));
     for (size_t k = 0; k < args.output_infos.size(); ++k) {
       const Shape& shape = args.output_infos[k].shape;
       Ort::UnownedValue output = ctx.GetOutput(k, shape.data(), shape.size());

@@ -87,6 +87,13 @@ void ForwardRows(const T* x, const T* residual, const T* weight, const T* bias, 
         WriteTail(d, s, sr + j, rest, buffer);
         sum_squares += static_cast<double>(hn::GetLane(hn::SumOfLanes(d, hn::Mul(s, s))));
       }
+      if constexpr (!std::is_same_v<C, double>) {
+        // Squares past float32's range: the row (as residual_out holds it) in double.
+        if (!std::isfinite(sum_squares)) {
+          if (stream) hwy::FlushStream();
+          sum_squares = simd::SumSquaresInDouble(sr, cols);
+        }
+      }
     }
 
     // Pass 2: out from x and residual, now in cache, while the next rows

@@ -205,6 +205,25 @@ CenteredSums RowCenteredSums(const T* x, const T* g, const T* w, ComputeOf<T> sh
     }
     flush();
   }
+  if constexpr (!std::is_same_v<C, double>) {
+    // A float32 square overflows past |c| = 1.8e19, where the row's standard
+    // deviation is still a float: such a row (rare; inf and NaN inputs come
+    // here too and stay so) is summed again in double.
+    if (!std::isfinite(sums.cc) || !std::isfinite(sums.gwc)) {
+      sums = CenteredSums();
+      for (int64_t k = 0; k < cols; ++k) {
+        const double c = static_cast<double>(ToFloat(x[k]) - shift);
+        sums.c += c;
+        sums.cc += c * c;
+        if constexpr (kGrad) {
+          double gw = static_cast<double>(ToFloat(g[k]));
+          if constexpr (kWeight) gw *= static_cast<double>(ToFloat(w[k]));
+          sums.gw += gw;
+          sums.gwc += gw * c;
+        }
+      }
+    }
+  }
   return sums;
 }
 
@@ -227,7 +246,12 @@ RowStats<ComputeOf<T>> StatsOf(double sum, const CenteredSums& centered, int64_t
   return stats;
 }
 
-// Pass 3 of the forward: y = ((x - shift) - delta) * rstd (* w) (+ b).
+// Pass 3 of the forward: y = (x - shift) * rstd - delta * rstd (* w) (+ b).
+// The deviation x - shift is exact where x is near the mean, and delta (the
+// first mean's rounding error, in double) is scaled before it is rounded to
+// C: rounded as it is, a subnormal delta would carry an error of rstd times
+// the subnormal spacing into every output (a few percent of float32 rows of
+// subnormal inputs).
 template <typename T, bool kWeight, bool kBias, bool kStream>
 void NormalizeRow(const T* xr, const T* w, const T* b, T* yr, int64_t cols, const RowStats<ComputeOf<T>>& s,
                   const T* next) {
@@ -236,11 +260,11 @@ void NormalizeRow(const T* xr, const T* w, const T* b, T* yr, int64_t cols, cons
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   alignas(64) T buffer[kMaxLanes];
   const auto shift_v = hn::Set(d, s.shift);
-  const auto delta_v = hn::Set(d, static_cast<C>(s.delta));
+  const auto delta_rstd_v = hn::Set(d, static_cast<C>(s.delta * s.rstd));
   const auto rstd_v = hn::Set(d, static_cast<C>(s.rstd));
   // wv and bv are read only where the row has a weight (bias).
   auto normalize = [&](hn::VFromD<decltype(d)> xv, hn::VFromD<decltype(d)> wv, hn::VFromD<decltype(d)> bv) {
-    const auto y = hn::Mul(hn::Sub(hn::Sub(xv, shift_v), delta_v), rstd_v);
+    const auto y = hn::Sub(hn::Mul(hn::Sub(xv, shift_v), rstd_v), delta_rstd_v);
     if constexpr (kWeight && kBias) return hn::MulAdd(y, wv, bv);
     if constexpr (kWeight && !kBias) return hn::Mul(y, wv);
     if constexpr (!kWeight && kBias) return hn::Add(y, bv);
