@@ -3,7 +3,7 @@
 #
 #   opbridge_add_operator_library(<name>
 #     SOURCES <spec.cpp, kernel.cpp, ...>
-#     [ADAPTERS <adapter>...]         the runtimes to build for       (default: torch ort)
+#     [ADAPTERS <adapter>...]         the runtimes to build for       (default: torch ort openvino)
 #     [TORCH_NAMESPACE <ns>]         torch.ops.<ns>.<op>             (default <name>)
 #     [ONNX_DOMAIN <domain>]          the custom route's ONNX domain  (default <name>)
 #     [DOMAIN_VERSION <n>]            that domain's opset version     (default 1)
@@ -27,6 +27,11 @@
 #          it with opbridge.load_library(path);
 #   ort    <name>_ort, an ONNX Runtime custom-op library for the domain; it
 #          exports only RegisterCustomOps and links no libonnxruntime.
+#   openvino  <name>_openvino (lib<name>_openvino.so), an OpenVINO extension
+#          library (core.add_extension): the ONNX frontend's conversion of the
+#          domain's nodes and the ops an IR of them reads back with. Built
+#          only where OpenVINO's CMake package is found (OpenVINO_DIR, else
+#          the openvino Python package's); skipped with a message otherwise.
 #
 # Each adapter is one function, _opbridge_adapter_<adapter>(<name> <out_var>),
 # named in the OPBRIDGE_ADAPTERS global property: it builds the adapter's
@@ -38,7 +43,8 @@
 #
 # Needs OPBRIDGE_SDK_CSRC (opbridge's sources and public headers) and, for the
 # ort adapter, OPBRIDGE_ORT_INCLUDE_DIR (ONNX Runtime's C/C++ headers): the
-# installed package's opbridgeConfig.cmake sets both.
+# installed package's opbridgeConfig.cmake sets both. The openvino adapter
+# finds OpenVINO itself.
 include_guard(GLOBAL)
 
 option(OPBRIDGE_WERROR "Treat compiler warnings as errors" OFF)
@@ -89,7 +95,7 @@ macro(_opbridge_find_torch)
 endmacro()
 
 # The adapters opbridge_add_operator_library knows, in its default order.
-set_property(GLOBAL PROPERTY OPBRIDGE_ADAPTERS torch ort)
+set_property(GLOBAL PROPERTY OPBRIDGE_ADAPTERS torch ort openvino)
 
 # ONNX Runtime: <name>_ort, a custom-op library (ort_adapter/).
 function(_opbridge_adapter_ort name out_var)
@@ -140,6 +146,62 @@ function(_opbridge_adapter_torch name out_var)
   # torch is imported before the module; the rpath only matters for tools like ldd.
   set_target_properties(${name}_torch PROPERTIES INSTALL_RPATH "$ORIGIN/../torch/lib")
   set(${out_var} ${name}_torch PARENT_SCOPE)
+endfunction()
+
+# OpenVINO's CMake package, once per project: OpenVINO_DIR when set, else
+# the one the openvino Python package ships. Sets OPBRIDGE_OPENVINO_FOUND
+# (the targets must be imported in this directory or above).
+macro(_opbridge_find_openvino)
+  if(NOT TARGET openvino::runtime)
+    if(NOT OpenVINO_DIR)
+      find_package(Python3 QUIET COMPONENTS Interpreter)
+      if(Python3_Interpreter_FOUND)
+        execute_process(
+          COMMAND "${Python3_EXECUTABLE}" -c "import openvino.utils as u; print(u.get_cmake_path())"
+          OUTPUT_VARIABLE _opbridge_openvino_dir OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET
+          RESULT_VARIABLE _opbridge_openvino_status)
+        if(_opbridge_openvino_status EQUAL 0 AND EXISTS "${_opbridge_openvino_dir}/OpenVINOConfig.cmake")
+          set(OpenVINO_DIR "${_opbridge_openvino_dir}" CACHE PATH "OpenVINO's CMake package")
+        endif()
+      endif()
+    endif()
+    find_package(OpenVINO QUIET COMPONENTS Runtime Threading ONNX)
+    if(TARGET openvino::runtime)
+      message(STATUS "opbridge: OpenVINO ${OpenVINO_VERSION} found (${OpenVINO_DIR})")
+    endif()
+  endif()
+  if(TARGET openvino::runtime AND TARGET openvino::threading AND TARGET openvino::frontend::onnx)
+    set(OPBRIDGE_OPENVINO_FOUND TRUE)
+  else()
+    set(OPBRIDGE_OPENVINO_FOUND FALSE)
+  endif()
+endmacro()
+
+# OpenVINO: <name>_openvino, an extension library (openvino_adapter/); skipped
+# without OpenVINO.
+function(_opbridge_adapter_openvino name out_var)
+  set(${out_var} "" PARENT_SCOPE)
+  _opbridge_find_openvino()
+  if(NOT OPBRIDGE_OPENVINO_FOUND)
+    message(STATUS "opbridge: OpenVINO's CMake package not found (set OpenVINO_DIR, or install the openvino "
+                   "Python package): lib${name}_openvino.so is not built")
+    return()
+  endif()
+  file(GLOB _sdk_openvino CONFIGURE_DEPENDS "${OPBRIDGE_SDK_CSRC}/openvino_adapter/*.cpp")
+  add_library(${name}_openvino SHARED ${_sdk_openvino} $<TARGET_OBJECTS:${name}_core>)
+  set_target_properties(
+    ${name}_openvino PROPERTIES OUTPUT_NAME "${name}_openvino" CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON
+                                LINK_DEPENDS "${OPBRIDGE_SDK_CSRC}/openvino_adapter/exports.map")
+  # openvino::threading: what openvino/core/parallel.hpp needs (TBB, as OpenVINO itself is built).
+  target_link_libraries(${name}_openvino PRIVATE ${name}_core openvino::runtime openvino::threading
+                                                 openvino::frontend::onnx)
+  target_compile_options(${name}_openvino PRIVATE ${OPBRIDGE_COMPILE_WARNINGS})
+  target_link_options(${name}_openvino PRIVATE "-Wl,--no-undefined" "-Wl,--exclude-libs,ALL"
+                      "-Wl,--version-script=${OPBRIDGE_SDK_CSRC}/openvino_adapter/exports.map")
+  # OpenVINO has loaded its libraries before it loads an extension; the rpath
+  # (the openvino wheel beside this package) serves tools like ldd.
+  set_target_properties(${name}_openvino PROPERTIES INSTALL_RPATH "$ORIGIN/../openvino/libs")
+  set(${out_var} ${name}_openvino PARENT_SCOPE)
 endfunction()
 
 function(opbridge_add_operator_library name)

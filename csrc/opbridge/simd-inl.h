@@ -255,6 +255,12 @@ inline size_t SimdDispatchIndex() {
   return chosen.GetIndex();
 }
 }  // namespace opbridge
+#if HWY_IDE || ((HWY_TARGETS & (HWY_TARGETS - 1)) == 0)
+// One target compiled (e.g. -march=skylake-avx512, or HWY_COMPILE_ONLY_STATIC):
+// HWY_EXPORT's table has that one entry, which Highway's own dispatch calls.
+#define OPBRIDGE_DYNAMIC_DISPATCH(FUNC_NAME) HWY_STATIC_DISPATCH(FUNC_NAME)
+#else
 #define OPBRIDGE_DYNAMIC_DISPATCH(FUNC_NAME) \
   (*(HWY_DISPATCH_TABLE(FUNC_NAME)[::opbridge::SimdDispatchIndex()]))
+#endif
 #endif

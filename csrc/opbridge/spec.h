@@ -279,34 +279,34 @@ class OpSpec::Builder {
     spec_.onnx_type = onnx_type;
   }
 
-  Builder& Doc(const char* doc) {
-    spec_.doc = doc;
+  Builder& Doc(const char* value) {
+    spec_.doc = value;
     return *this;
   }
   // Input(...) and OptionalInput(...), in call order.
-  Builder& Inputs(std::vector<InputSpec> inputs) {
-    spec_.inputs = std::move(inputs);
+  Builder& Inputs(std::vector<InputSpec> value) {
+    spec_.inputs = std::move(value);
     return *this;
   }
   // Attr::Float(...), Attr::Int(...), ..., in call order.
-  Builder& Attrs(std::vector<AttrSpec> attrs) {
-    spec_.attrs = std::move(attrs);
+  Builder& Attrs(std::vector<AttrSpec> value) {
+    spec_.attrs = std::move(value);
     return *this;
   }
-  Builder& Outputs(std::vector<const char*> outputs) {
-    spec_.outputs = std::move(outputs);
+  Builder& Outputs(std::vector<const char*> value) {
+    spec_.outputs = std::move(value);
     return *this;
   }
-  Builder& Infer(InferFn infer) {
-    spec_.infer = infer;
+  Builder& Infer(InferFn value) {
+    spec_.infer = value;
     return *this;
   }
-  Builder& InferAttrs(InferAttrsFn infer_attrs) {
-    spec_.infer_attrs = infer_attrs;
+  Builder& InferAttrs(InferAttrsFn value) {
+    spec_.infer_attrs = value;
     return *this;
   }
-  Builder& Forward(LaunchFn forward) {
-    spec_.forward = forward;
+  Builder& Forward(LaunchFn value) {
+    spec_.forward = value;
     return *this;
   }
 
@@ -314,24 +314,24 @@ class OpSpec::Builder {
   // (GradOfOutput, SavedInput, SavedOutput), its outputs (Gradient), the
   // output holding each forward input's gradient (-1: none), and the
   // optional shape rule for outputs without .Like.
-  Builder& Backward(LaunchFn launch) {
-    spec_.backward.launch = launch;
+  Builder& Backward(LaunchFn value) {
+    spec_.backward.launch = value;
     return *this;
   }
-  Builder& BackwardInputs(std::vector<BackwardInput> inputs) {
-    spec_.backward.inputs = std::move(inputs);
+  Builder& BackwardInputs(std::vector<BackwardInput> value) {
+    spec_.backward.inputs = std::move(value);
     return *this;
   }
-  Builder& BackwardOutputs(std::vector<BackwardOutput> outputs) {
-    spec_.backward.outputs = std::move(outputs);
+  Builder& BackwardOutputs(std::vector<BackwardOutput> value) {
+    spec_.backward.outputs = std::move(value);
     return *this;
   }
-  Builder& InputGradients(std::vector<int> input_grads) {
-    spec_.backward.input_grads = std::move(input_grads);
+  Builder& InputGradients(std::vector<int> value) {
+    spec_.backward.input_grads = std::move(value);
     return *this;
   }
-  Builder& InferBackward(InferAttrsFn infer) {
-    spec_.backward.infer = infer;
+  Builder& InferBackward(InferAttrsFn value) {
+    spec_.backward.infer = value;
     return *this;
   }
 

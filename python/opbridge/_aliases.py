@@ -18,6 +18,7 @@ import sys
 MOVED = {
     "opbridge.onnx": "opbridge.export",
     "opbridge.ort": "opbridge.runtimes.onnxruntime",
+    "opbridge.openvino": "opbridge.runtimes.openvino",
     "opbridge.binding": "opbridge.runtimes.ort_binding",
     "opbridge.routes": "opbridge.autoroute",
     "opbridge.testing": "opbridge.sdk.testing",

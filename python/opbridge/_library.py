@@ -70,6 +70,12 @@ class Library:
         """The ONNX Runtime custom-op library (beside the module)."""
         return self.path.parent / self.module.ORT_LIBRARY
 
+    @property
+    def openvino_library_path(self) -> Path:
+        """The OpenVINO extension library (beside the module; built only where
+        OpenVINO's CMake package was found)."""
+        return self.path.parent / f"lib{self.name}_openvino.so"
+
     def specs(self) -> dict[str, dict]:
         """Every operator's spec (from the C++ definition), keyed by op name."""
         return {spec["name"]: spec for spec in self.module.specs()}
@@ -205,7 +211,7 @@ def specs() -> dict[str, dict]:
 
 
 def native_dir() -> Path:
-    """The folder holding _C and libopbridge_ort.so."""
+    """The folder holding _C, libopbridge_ort.so and libopbridge_openvino.so."""
     return Path(_C.__file__).resolve().parent
 
 

@@ -126,6 +126,11 @@ MODEL_IMPLS = {
     "ort_custom",
     "ort_contrib",
     "ort_fused",
+    "ort_function",
+    "ov_custom",
+    "ov_standard",
+    "ov_fused",
+    "ov_function",
 }
 
 

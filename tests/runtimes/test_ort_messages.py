@@ -181,8 +181,8 @@ def test_a_node_name_is_escaped_and_last(node_name):
     message = _ours(_error(model), spec)
     assert "\x00" not in message and "\n" not in message
     assert message == (
-        "opbridge::ScaledClamp node: attribute 'scale' must be present with type FLOAT (float): it has "
-        f"no default and the node does not have it {shown}"
+        "opbridge::ScaledClamp node: attribute 'scale' must be present with type FLOAT (float): "
+        f"it has no default and the node does not have it {shown}"
     )
     model = _model(
         "rms_norm",

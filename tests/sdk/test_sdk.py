@@ -120,6 +120,11 @@ def test_jit_build_is_cached_by_content(tmp_path, monkeypatch):
     session = opbridge.ort.InferenceSession(proto)
     (got,) = session.run(None, {session.get_inputs()[0].name: x32.numpy()})
     torch.testing.assert_close(torch.from_numpy(got), Model()(x32), atol=1e-5, rtol=1e-5)
+    # The same build has the library's OpenVINO extension, with no code of its own.
+    assert library.openvino_library_path.is_file()
+    compiled = opbridge.openvino.compile_model(proto)
+    got = compiled({compiled.inputs[0]: x32.numpy()})[compiled.outputs[0]]
+    torch.testing.assert_close(torch.from_numpy(got), Model()(x32), atol=1e-5, rtol=1e-5)
     newer = type(proto)()
     newer.CopyFrom(proto)
     for imp in newer.opset_import:

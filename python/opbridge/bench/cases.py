@@ -21,13 +21,14 @@ TORCH_FWD_IMPLS = ("opbridge_torch_out",)
 # The runtime implementations timed: each route's model at the runtime's
 # default level ("<runtime>_<route's bench name>": ort_custom, ort_standard,
 # ort_fused for the ort route), the standard route also at the base level
-# ("_nofusion"), and for ONNX Runtime "contrib": the standard route
-# rewritten into ONNX Runtime's contrib operators. Name -> (route, level).
+# ("_nofusion", for a runtime with more than one level), and for ONNX Runtime
+# "contrib": the standard route rewritten into ONNX Runtime's contrib
+# operators. Name -> (route, level).
 def runtime_settings(runtime: runtimes.Runtime) -> dict[str, tuple[str, str]]:
     settings = {}
     for route in routes.routes().values():
         settings[f"{runtime.short}_{route.bench_name}"] = (route.name, runtime.default_level)
-        if route.name == "standard":
+        if route.name == "standard" and runtime.base_level != runtime.default_level:
             settings[f"{runtime.short}_standard_nofusion"] = ("standard", runtime.base_level)
     if runtime.name == "onnxruntime":
         settings["ort_contrib"] = ("contrib", runtime.default_level)

@@ -29,7 +29,8 @@ def markdown_table(report: dict) -> str:
     alternative's median time over opbridge_torch's, above 1 means opbridge
     is faster; ORT columns: over ort_custom's; "% copy" is the share of the
     copy bandwidth reached; the last two columns: ONNX Runtime's own
-    operators in ort_contrib's and ort_fused's models), then the end-to-end
+    operators in ort_contrib's and ort_fused's models; OpenVINO columns: over
+    ov_custom's, and ort_custom's time over ov_custom's), then the end-to-end
     models' table and profiles when the report has them."""
     copy = report["copy_gbps"]
     cases: dict[tuple, dict[str, dict]] = {}
@@ -42,14 +43,17 @@ def markdown_table(report: dict) -> str:
             "| op | shape | dtype | threads | pass | opbridge_torch us (% copy) | torch_composite "
             "| torch_builtin | torch_compile | opbridge_torch_out | ort_custom us (% copy) "
             "| ort_standard | ort_standard_nofusion | ort_contrib | ort_fused | ort_contrib ops "
-            "| ort_fused ops |",
-            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+            "| ort_fused ops | ov_custom us | ov_standard | ov_fused | ort_custom / ov_custom |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
 
     def base_cell(entry):
         if entry is None:
             return "-"
         return f"{entry['median_us']:.1f} ({100 * entry['gbps'] / copy:.0f}%)"
+
+    def us_cell(entry):
+        return "-" if entry is None else f"{entry['median_us']:.1f}"
 
     def ratio(entry, base):
         if entry is None or base is None:
@@ -58,7 +62,7 @@ def markdown_table(report: dict) -> str:
 
     for key, impls in cases.items():
         op, shape, dtype, threads, pass_ = key
-        ob, oc = impls.get("opbridge_torch"), impls.get("ort_custom")
+        ob, oc, ov = impls.get("opbridge_torch"), impls.get("ort_custom"), impls.get("ov_custom")
         lines.append(
             f"| {op} | {'x'.join(map(str, shape))} | {dtype} | {threads} | {pass_} | "
             f"{base_cell(ob)} | {ratio(impls.get('torch_composite'), ob)} | "
@@ -67,7 +71,9 @@ def markdown_table(report: dict) -> str:
             f"{base_cell(oc)} | {ratio(impls.get('ort_standard'), oc)} | "
             f"{ratio(impls.get('ort_standard_nofusion'), oc)} | "
             f"{ratio(impls.get('ort_contrib'), oc)} | {ratio(impls.get('ort_fused'), oc)} | "
-            f"{fused_cell(impls.get('ort_contrib'))} | {fused_cell(impls.get('ort_fused'))} |"
+            f"{fused_cell(impls.get('ort_contrib'))} | {fused_cell(impls.get('ort_fused'))} | "
+            f"{us_cell(ov)} | {ratio(impls.get('ov_standard'), ov)} | "
+            f"{ratio(impls.get('ov_fused'), ov)} | {ratio(oc, ov)} |"
         )
     models = models_markdown(report)
     if models:

@@ -17,7 +17,7 @@ use: ``get_inputs()`` and ``get_outputs()`` (objects with ``.name``) and
 
 from __future__ import annotations
 
-from opbridge.runtimes import onnxruntime
+from opbridge.runtimes import onnxruntime, openvino
 from opbridge.runtimes.base import REPEATS, WARMUP, Runtime, median_ms
 
 __all__ = [
@@ -33,9 +33,9 @@ __all__ = [
 
 # The built-in runtimes. A runtime module imports its runtime's own package
 # only when a session is made, so listing it here costs nothing at start-up.
-_BUILTIN = (onnxruntime.RUNTIME,)
+_BUILTIN = (onnxruntime.RUNTIME, openvino.RUNTIME)
 # Other names a runtime is known by.
-_ALIASES = {"ort": "onnxruntime"}
+_ALIASES = {"ort": "onnxruntime", "ov": "openvino"}
 DEFAULT = "onnxruntime"
 
 _REGISTERED: dict[str, Runtime] = {runtime.name: runtime for runtime in _BUILTIN}

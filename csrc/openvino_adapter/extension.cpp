@@ -1,0 +1,495 @@
+// The OpenVINO extension library: one generic ov::op::Op (SpecNode) serves
+// every registered OpSpec of the library, and each spec gets two extensions:
+//   - an ONNX frontend conversion (domain, op type, attributes with the
+//     spec's defaults) that turns the library's ONNX node into a SpecNode, so
+//     core.read_model("model.onnx") reads a custom-route model;
+//   - an op extension under the spec's own type name (the ONNX op type) and
+//     version (the ONNX domain), so an IR written by ov.save_model reads back.
+//
+// Shapes and dtypes come from the spec's shape rule, raised as OpenVINO's own
+// NodeValidationFailure (a Python exception, never a crash); evaluate() runs
+// the same CPU kernel as the PyTorch and ONNX Runtime adapters, with
+// OpenVINO's parallel-for, so a kernel shares the plugin's TBB arena instead
+// of starting threads of its own.
+//
+// The C++ API is used only through openvino::runtime and the ONNX
+// frontend's header-only ConversionExtension. An extension is C++ all the
+// way: it only works in the OpenVINO release it was compiled against, which
+// opbridge_openvino_built_with() reports (opbridge doctor compares it with
+// the running one). It and OPENVINO_CREATE_EXTENSIONS are the library's only
+// exported symbols.
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <openvino/core/extension.hpp>
+#include <openvino/core/op_extension.hpp>
+#include <openvino/core/parallel.hpp>
+#include <openvino/core/version.hpp>
+#include <openvino/frontend/node_context.hpp>
+#include <openvino/frontend/onnx/extension/conversion.hpp>
+#include <openvino/op/op.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "opbridge/library.h"
+#include "opbridge/runtime_checks.h"
+#include "opbridge/spec.h"
+
+namespace opbridge {
+namespace {
+
+// The IR attribute that records which of the spec's inputs a node has: an
+// absent optional input in the middle of the list (layer_norm with a bias
+// and no weight) leaves no port behind, so the ports alone cannot say.
+constexpr const char* kInputsAttribute = "opbridge_inputs";
+
+const char* DtypeName(const ov::element::Type& type) {
+  switch (static_cast<ov::element::Type_t>(type)) {
+    case ov::element::Type_t::f32:
+      return "float32";
+    case ov::element::Type_t::f64:
+      return "float64";
+    case ov::element::Type_t::f16:
+      return "float16";
+    case ov::element::Type_t::bf16:
+      return "bfloat16";
+    case ov::element::Type_t::i8:
+      return "int8";
+    case ov::element::Type_t::u8:
+      return "uint8";
+    case ov::element::Type_t::i16:
+      return "int16";
+    case ov::element::Type_t::u16:
+      return "uint16";
+    case ov::element::Type_t::i32:
+      return "int32";
+    case ov::element::Type_t::u32:
+      return "uint32";
+    case ov::element::Type_t::i64:
+      return "int64";
+    case ov::element::Type_t::u64:
+      return "uint64";
+    case ov::element::Type_t::boolean:
+      return "bool";
+    case ov::element::Type_t::string:
+      return "string";
+    default:
+      return "an unsupported element type";
+  }
+}
+
+ov::element::Type ElementType(const std::string& name) {
+  if (name == "float32") return ov::element::f32;
+  if (name == "float64") return ov::element::f64;
+  if (name == "float16") return ov::element::f16;
+  if (name == "bfloat16") return ov::element::bf16;
+  if (name == "uint8") return ov::element::u8;
+  if (name == "int64") return ov::element::i64;
+  return ov::element::dynamic;
+}
+
+// The spec's default of an attribute, as ONNX Runtime takes it: a float
+// default rounded to float32, like every ONNX FLOAT attribute.
+AttrValue DefaultValue(const AttrSpec& attr) {
+  AttrValue value;
+  switch (attr.type) {
+    case AttrType::kFloat:
+      value.number = static_cast<float>(attr.default_value);
+      break;
+    case AttrType::kInt:
+    case AttrType::kBool:
+      value.number = attr.default_value;
+      break;
+    case AttrType::kString:
+      value.text = attr.default_text != nullptr ? attr.default_text : "";
+      break;
+    case AttrType::kFloats:
+      break;
+  }
+  return value;
+}
+
+std::vector<AttrValue> DefaultValues(const OpSpec& spec) {
+  std::vector<AttrValue> values;
+  for (const AttrSpec& attr : spec.attrs) values.push_back(DefaultValue(attr));
+  return values;
+}
+
+const char* OnnxAttributeType(AttrType type) {
+  switch (type) {
+    case AttrType::kFloat:
+      return "FLOAT";
+    case AttrType::kInt:
+    case AttrType::kBool:
+      return "INT";
+    case AttrType::kString:
+      return "STRING";
+    case AttrType::kFloats:
+      return "FLOATS";
+  }
+  return "?";
+}
+
+// "x, weight, bias?": the spec's inputs, for messages.
+std::string InputList(const OpSpec& spec) {
+  std::string names;
+  for (const InputSpec& input : spec.inputs) {
+    names += (names.empty() ? "" : ", ") + std::string(input.name) + (input.optional ? "?" : "");
+  }
+  return names;
+}
+
+// The op's OpenVINO type: name = the ONNX op type, version = the ONNX domain.
+// Built once per spec and never freed: nodes and extensions keep pointers to
+// it for as long as OpenVINO keeps this library loaded.
+const ov::DiscreteTypeInfo& TypeInfoOf(const OpSpec& spec) {
+  static std::mutex mutex;
+  static auto* types = new std::map<const OpSpec*, std::unique_ptr<ov::DiscreteTypeInfo>>();
+  std::lock_guard<std::mutex> lock(mutex);
+  auto& type = (*types)[&spec];
+  if (!type) {
+    type = std::make_unique<ov::DiscreteTypeInfo>(spec.onnx_type, ThisLibrary().onnx_domain,
+                                                  &ov::op::Op::get_type_info_static());
+    type->hash();
+  }
+  return *type;
+}
+
+ParallelFor OpenVinoParallelFor() {
+  return [](int64_t n, int64_t grain, const RangeBody& body) {
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    const int64_t tasks = (n + grain - 1) / grain;
+    if (tasks == 1) {
+      body(0, n);
+      return;
+    }
+    ov::parallel_for(static_cast<size_t>(tasks), [&](size_t task) {
+      const int64_t begin = static_cast<int64_t>(task) * grain;
+      body(begin, std::min(begin + grain, n));
+    });
+  };
+}
+
+// One operator of the library, whichever spec it is.
+class SpecNode : public ov::op::Op {
+ public:
+  using ov::op::Op::evaluate;
+
+  // For the IR reader: ports and attributes come afterwards.
+  explicit SpecNode(const OpSpec& spec)
+      : spec_(&spec), present_(spec.inputs.size(), true), attrs_(DefaultValues(spec)) {}
+
+  // `name` (the ONNX node's) names the node in a validation error too.
+  SpecNode(const OpSpec& spec, const ov::OutputVector& inputs, std::vector<bool> present,
+           std::vector<AttrValue> attrs, const std::string& name = "")
+      : ov::op::Op(inputs), spec_(&spec), present_(std::move(present)), attrs_(std::move(attrs)) {
+    if (!name.empty()) set_friendly_name(name);
+    constructor_validate_and_infer_types();
+  }
+
+  const ov::DiscreteTypeInfo& get_type_info() const override { return TypeInfoOf(*spec_); }
+
+  void validate_and_infer_types() override {
+    const OpSpec& spec = *spec_;
+    size_t expected_ports = 0;
+    for (bool present : present_) expected_ports += present ? 1 : 0;
+    NODE_VALIDATION_CHECK(this, get_input_size() == expected_ports, spec.QualifiedName(), ": expects ",
+                          expected_ports, " inputs (", kInputsAttribute, " '", PresentText(), "' of ",
+                          InputList(spec), "), the node has ", get_input_size());
+    std::vector<TensorInfo> inputs(spec.inputs.size());
+    bool known = true;
+    size_t port = 0;
+    for (size_t i = 0; i < spec.inputs.size(); ++i) {
+      if (!present_[i]) {
+        inputs[i].present = false;
+        continue;
+      }
+      const ov::element::Type& type = get_input_element_type(port);
+      const ov::PartialShape& shape = get_input_partial_shape(port);
+      ++port;
+      known = known && !type.is_dynamic() && shape.rank().is_static();
+      inputs[i].dtype = DtypeName(type);
+      if (shape.rank().is_dynamic()) continue;
+      for (const ov::Dimension& dim : shape)
+        inputs[i].shape.push_back(dim.is_static() ? dim.get_length() : -1);
+    }
+    set_output_size(spec.outputs.size());
+    if (!known) {
+      // Checked again when the types are known (and before every run).
+      for (size_t k = 0; k < spec.outputs.size(); ++k) {
+        set_output_type(k, ov::element::dynamic, ov::PartialShape::dynamic());
+      }
+      return;
+    }
+    std::vector<TensorInfo> outputs;
+    const Status status = InferWithAttrs(spec, inputs, attrs_, &outputs);
+    NODE_VALIDATION_CHECK(this, status.ok(), status.message());
+    for (size_t k = 0; k < outputs.size() && k < spec.outputs.size(); ++k) {
+      std::vector<ov::Dimension> dims;
+      for (int64_t dim : outputs[k].shape)
+        dims.push_back(dim < 0 ? ov::Dimension::dynamic() : ov::Dimension(dim));
+      set_output_type(k, ElementType(outputs[k].dtype), ov::PartialShape(dims));
+    }
+  }
+
+  bool visit_attributes(ov::AttributeVisitor& visitor) override {
+    const OpSpec& spec = *spec_;
+    std::string inputs = PresentText();
+    visitor.on_attribute(kInputsAttribute, inputs);
+    SetPresent(inputs);
+    attrs_.resize(spec.attrs.size());
+    for (size_t i = 0; i < spec.attrs.size(); ++i) {
+      const std::string name = spec.attrs[i].name;
+      AttrValue& value = attrs_[i];
+      switch (spec.attrs[i].type) {
+        case AttrType::kFloat: {
+          float number = static_cast<float>(value.number);
+          visitor.on_attribute(name, number);
+          value.number = number;
+          break;
+        }
+        case AttrType::kInt: {
+          int64_t number = static_cast<int64_t>(value.number);
+          visitor.on_attribute(name, number);
+          value.number = static_cast<double>(number);
+          break;
+        }
+        case AttrType::kBool: {
+          bool flag = value.number != 0.0;
+          visitor.on_attribute(name, flag);
+          value.number = flag ? 1.0 : 0.0;
+          break;
+        }
+        case AttrType::kString:
+          visitor.on_attribute(name, value.text);
+          break;
+        case AttrType::kFloats: {
+          std::vector<float> numbers(value.numbers.begin(), value.numbers.end());
+          visitor.on_attribute(name, numbers);
+          value.numbers.assign(numbers.begin(), numbers.end());
+          break;
+        }
+      }
+    }
+    return true;
+  }
+
+  std::shared_ptr<ov::Node> clone_with_new_inputs(const ov::OutputVector& inputs) const override {
+    ov::check_new_args_count(this, inputs);
+    return std::make_shared<SpecNode>(*spec_, inputs, present_, attrs_);
+  }
+
+  bool has_evaluate() const override { return true; }
+
+  bool evaluate(ov::TensorVector& outputs, const ov::TensorVector& inputs) const override {
+    const OpSpec& spec = *spec_;
+    KernelArgs args;
+    size_t port = 0;
+    for (size_t i = 0; i < spec.inputs.size(); ++i) {
+      TensorInfo info;
+      const void* data = nullptr;
+      if (!present_[i] || port >= inputs.size()) {
+        info.present = false;
+      } else {
+        const ov::Tensor& tensor = inputs[port++];
+        info.dtype = DtypeName(tensor.get_element_type());
+        for (size_t dim : tensor.get_shape()) info.shape.push_back(static_cast<int64_t>(dim));
+        data = tensor.data();
+      }
+      args.inputs.push_back(data);
+      args.input_infos.push_back(std::move(info));
+    }
+    Status status = InferWithAttrs(spec, args.input_infos, attrs_, &args.output_infos);
+    if (!status.ok()) OPENVINO_THROW(status.message(), NodeSuffix());
+    if (outputs.size() < args.output_infos.size()) outputs.resize(args.output_infos.size());
+    for (size_t k = 0; k < args.output_infos.size(); ++k) {
+      const TensorInfo& info = args.output_infos[k];
+      ov::Shape shape(info.shape.begin(), info.shape.end());
+      if (!outputs[k]) {
+        outputs[k] = ov::Tensor(ElementType(info.dtype), shape);
+      } else {
+        outputs[k].set_shape(shape);
+      }
+      args.outputs.push_back(outputs[k].data());
+    }
+    args.attrs = attrs_;
+    args.parallel_for = OpenVinoParallelFor();
+    if (RuntimeChecksEnabled()) {
+      status = ValidateKernelArgs(spec, args);
+      if (!status.ok()) OPENVINO_THROW(status.message(), NodeSuffix());
+    }
+    status = spec.forward(args);
+    if (!status.ok()) OPENVINO_THROW(status.message(), NodeSuffix());
+    return true;
+  }
+
+ private:
+  // Which node of the model, at the end of a message: its name is the
+  // model's text, escaped, and last.
+  std::string NodeSuffix() const { return " [node " + QuotedForMessage(get_friendly_name()) + "]"; }
+
+  // "x,bias": the spec's inputs this node has.
+  std::string PresentText() const {
+    std::string text;
+    for (size_t i = 0; i < spec_->inputs.size(); ++i) {
+      if (present_[i]) text += (text.empty() ? "" : ",") + std::string(spec_->inputs[i].name);
+    }
+    return text;
+  }
+
+  void SetPresent(const std::string& text) {
+    std::vector<std::string> names;
+    size_t start = 0;
+    while (start <= text.size()) {
+      const size_t comma = std::min(text.find(',', start), text.size());
+      if (comma > start) names.push_back(text.substr(start, comma - start));
+      start = comma + 1;
+    }
+    std::vector<bool> present(spec_->inputs.size(), false);
+    for (const std::string& name : names) {
+      bool found = false;
+      for (size_t i = 0; i < spec_->inputs.size(); ++i) {
+        if (name == spec_->inputs[i].name) present[i] = found = true;
+      }
+      OPENVINO_ASSERT(found, spec_->QualifiedName(), ": ", kInputsAttribute, " names ",
+                      QuotedForMessage(name), ", which is not one of its inputs (", InputList(*spec_), ")");
+    }
+    for (size_t i = 0; i < spec_->inputs.size(); ++i) {
+      OPENVINO_ASSERT(present[i] || spec_->inputs[i].optional, spec_->QualifiedName(), ": input '",
+                      spec_->inputs[i].name, "' is required, but ", kInputsAttribute, " '", text,
+                      "' lacks it");
+    }
+    present_ = std::move(present);
+  }
+
+  const OpSpec* spec_;
+  std::vector<bool> present_;  // per spec input: whether the node has it
+  std::vector<AttrValue> attrs_;
+};
+
+// Reads the ONNX node's attribute `attr`; an absent one takes the spec's
+// default (as ONNX Runtime does), a mistyped or missing required one is an
+// error naming the op, the attribute, the type expected and what the node has.
+AttrValue ReadAttribute(const OpSpec& spec, const ov::frontend::NodeContext& node, const AttrSpec& attr) {
+  const std::string where = " [node " + QuotedForMessage(node.get_name()) + "]";
+  const std::string expected = spec.QualifiedName() + ": attribute '" + attr.name +
+                               "' must be present with type " + OnnxAttributeType(attr.type) + " (" +
+                               AttrTypeName(attr.type) + ")";
+  const ov::Any any = node.get_attribute_as_any(attr.name);
+  if (any.empty()) {
+    if (attr.has_default) return DefaultValue(attr);
+    OPENVINO_THROW(expected, ": it has no default and the node does not have it", where);
+  }
+  // The frontend holds FLOAT as double (the float widened, exactly), FLOATS
+  // as std::vector<double>, INT as int64_t, STRING as std::string.
+  switch (attr.type) {
+    case AttrType::kFloat:
+      if (any.is<double>()) return AttrValue(any.as<double>());
+      break;
+    case AttrType::kInt:
+    case AttrType::kBool:
+      if (any.is<int64_t>()) return AttrValue(static_cast<double>(any.as<int64_t>()));
+      break;
+    case AttrType::kString:
+      if (any.is<std::string>()) return AttrValue(any.as<std::string>());
+      break;
+    case AttrType::kFloats:
+      if (any.is<std::vector<double>>()) return AttrValue(any.as<std::vector<double>>());
+      break;
+  }
+  std::string found = "another type (STRINGS, TENSOR, GRAPH, ...)";
+  if (any.is<double>()) found = "type FLOAT";
+  if (any.is<int64_t>()) found = "type INT";
+  if (any.is<std::string>()) found = "type STRING";
+  if (any.is<std::vector<double>>()) found = "type FLOATS";
+  if (any.is<std::vector<int64_t>>()) found = "type INTS";
+  OPENVINO_THROW(expected, "; the node has it with ", found, where);
+}
+
+// An input the ONNX frontend stands in for an empty input name.
+bool IsAbsent(const ov::Output<ov::Node>& input) {
+  const std::string type = input.get_node()->get_type_info().name;
+  return type == "NullNode" || type == "Null";
+}
+
+// The ONNX node of the library's domain -> a SpecNode.
+ov::OutputVector Convert(const OpSpec& spec, const ov::frontend::NodeContext& node) {
+  const std::string where = " [node " + QuotedForMessage(node.get_name()) + "]";
+  const size_t count = node.get_input_size();
+  size_t required = 0;
+  for (const InputSpec& input : spec.inputs) required += input.optional ? 0 : 1;
+  if (count > spec.inputs.size()) {
+    OPENVINO_THROW(spec.QualifiedName(), ": expects ", required,
+                   required == spec.inputs.size() ? "" : " to " + std::to_string(spec.inputs.size()),
+                   " inputs (", InputList(spec), "), the node has ", count, where);
+  }
+  ov::OutputVector inputs;
+  std::vector<bool> present(spec.inputs.size(), false);
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    if (i < count) {
+      ov::Output<ov::Node> input = node.get_input(static_cast<int>(i));
+      if (!IsAbsent(input)) {
+        inputs.push_back(input);
+        present[i] = true;
+        continue;
+      }
+    }
+    if (!spec.inputs[i].optional) {
+      OPENVINO_THROW(spec.QualifiedName(), ": input '", spec.inputs[i].name, "' is required (inputs ",
+                     InputList(spec), "), the node has ", count, " inputs and not this one", where);
+    }
+  }
+  std::vector<AttrValue> attrs;
+  for (const AttrSpec& attr : spec.attrs) attrs.push_back(ReadAttribute(spec, node, attr));
+  return std::make_shared<SpecNode>(spec, inputs, std::move(present), std::move(attrs), node.get_name())
+      ->outputs();
+}
+
+// Reads a SpecNode back from an IR under the spec's type name and version.
+class SpecOpExtension : public ov::BaseOpExtension {
+ public:
+  explicit SpecOpExtension(const OpSpec& spec) : spec_(&spec) {}
+
+  const ov::DiscreteTypeInfo& get_type_info() const override { return TypeInfoOf(*spec_); }
+
+  ov::OutputVector create(const ov::OutputVector& inputs, ov::AttributeVisitor& visitor) const override {
+    auto node = std::make_shared<SpecNode>(*spec_);
+    node->set_arguments(inputs);
+    if (node->visit_attributes(visitor)) node->constructor_validate_and_infer_types();
+    return node->outputs();
+  }
+
+  std::vector<ov::Extension::Ptr> get_attached_extensions() const override { return {}; }
+
+ private:
+  const OpSpec* spec_;
+};
+
+std::vector<ov::Extension::Ptr> LibraryExtensions() {
+  std::vector<ov::Extension::Ptr> extensions;
+  for (const OpSpec* spec : AllSpecs()) {
+    extensions.push_back(std::make_shared<SpecOpExtension>(*spec));
+    extensions.push_back(std::make_shared<ov::frontend::onnx::ConversionExtension>(
+        spec->onnx_type, ThisLibrary().onnx_domain,
+        [spec](const ov::frontend::NodeContext& node) { return Convert(*spec, node); }));
+  }
+  return extensions;
+}
+
+}  // namespace
+}  // namespace opbridge
+
+OPENVINO_CREATE_EXTENSIONS(opbridge::LibraryExtensions())
+
+#define OPBRIDGE_STRINGIFY_INNER(x) #x
+#define OPBRIDGE_STRINGIFY(x) OPBRIDGE_STRINGIFY_INNER(x)
+
+// "2026.4.1": the OpenVINO release whose headers this library was built with.
+extern "C" __attribute__((visibility("default"))) const char* opbridge_openvino_built_with() {
+  return OPBRIDGE_STRINGIFY(OPENVINO_VERSION_MAJOR) "." OPBRIDGE_STRINGIFY(
+      OPENVINO_VERSION_MINOR) "." OPBRIDGE_STRINGIFY(OPENVINO_VERSION_PATCH);
+}

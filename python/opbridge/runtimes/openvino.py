@@ -1,0 +1,336 @@
+"""OpenVINO with opbridge's extension libraries added (also :mod:`opbridge.openvino`).
+
+Each operator library built with the SDK has, beside its ONNX Runtime
+library, an OpenVINO extension library (``lib<name>_openvino.so``) where
+OpenVINO's CMake package was found at build time: the ONNX frontend's
+conversion of the library's domain, and the ops an IR written by
+``ov.save_model`` reads back with. :func:`compile_model` and the runtime's
+sessions add the extension of every loaded library.
+
+Precision: OpenVINO's CPU plugin computes in bfloat16 by default on CPUs
+that have it, a change of the model's numbers. Everything here compiles
+with ``INFERENCE_PRECISION_HINT`` f32 unless the caller asks for another.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from opbridge._library import BUILTIN, Library, libraries
+from opbridge.runtimes.base import Runtime, RuntimeCheck
+from opbridge.runtimes.onnxruntime import check_op_types, libraries_for, load_model
+
+PRECISION_HINT = "INFERENCE_PRECISION_HINT"
+THREADS = "INFERENCE_NUM_THREADS"
+# OpenVINO has no graph optimization levels like ONNX Runtime's: a compiled
+# model is always optimized by its plugin. One level, for verify and bench.
+LEVEL = "default"
+
+
+def _path_of(library: Library) -> str:
+    path = library.openvino_library_path
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"{library.name}: the OpenVINO extension library {path} is missing; it is built "
+            f"only where OpenVINO's CMake package is found (install the openvino Python package "
+            f"and rebuild {library.name})"
+        )
+    return str(path)
+
+
+def get_library_path(library: Library | None = None) -> str:
+    """Absolute path of an OpenVINO extension library: opbridge's own by
+    default, or that of a loaded ``library``; what ``core.add_extension``
+    takes."""
+    return _path_of(library or BUILTIN)
+
+
+_CORE_LOCK = threading.Lock()
+_CORE: Any = None
+_ADDED: dict[int, set[str]] = {}
+
+
+def _shared_core():
+    global _CORE
+    import openvino
+
+    with _CORE_LOCK:
+        if _CORE is None:
+            _CORE = openvino.Core()
+        return _CORE
+
+
+def add_extensions(core: Any, libraries_to_add: list[Library]) -> None:
+    """Adds each library's OpenVINO extension to ``core`` (once per core)."""
+    import openvino
+
+    added = _ADDED.setdefault(id(core), set())
+    for library in libraries_to_add:
+        path = _path_of(library)
+        if path in added:
+            continue
+        try:
+            core.add_extension(path)
+        except Exception as error:
+            raise RuntimeError(
+                f"{library.name}: OpenVINO {openvino.__version__} could not add the extension "
+                f"{path}: {error}"
+            ) from error
+        added.add(path)
+
+
+def _is_onnx(model: Any) -> bool:
+    if isinstance(model, bytes | bytearray) or hasattr(model, "SerializeToString"):
+        return True
+    return isinstance(model, str | os.PathLike) and not os.fspath(model).endswith(".xml")
+
+
+def _extensions_for(model: Any) -> list[Library]:
+    """The libraries whose extension ``model`` needs: for an ONNX model, those
+    of the domains it uses (after the same checks ONNX Runtime's sessions
+    make: domain versions, op types); for an IR or an ``openvino.Model``,
+    every loaded library that has one."""
+    if _is_onnx(model):
+        proto = load_model(model)
+        needed = libraries_for(proto)
+        check_op_types(proto)
+        used = {node.domain for node in proto.graph.node}
+        return [
+            library
+            for library in needed
+            if library.onnx_domain in used or library.openvino_library_path.is_file()
+        ]
+    return [library for library in libraries() if library.openvino_library_path.is_file()]
+
+
+def read_model(model: Any, core: Any = None):
+    """An ``openvino.Model`` of ``model`` (an ONNX path, bytes or
+    ``ModelProto``, an IR ``.xml`` path, or an ``openvino.Model``) with the
+    extensions it needs added to ``core`` (default: opbridge's shared one)."""
+    import openvino
+
+    if isinstance(model, openvino.Model):
+        add_extensions(core or _shared_core(), _extensions_for(model))
+        return model
+    core = core or _shared_core()
+    add_extensions(core, _extensions_for(model))
+    if hasattr(model, "SerializeToString"):
+        model = model.SerializeToString()
+    if isinstance(model, bytes | bytearray):
+        # An ONNX model from memory (its weights are inside it).
+        return core.read_model(bytes(model), b"")
+    return core.read_model(os.fspath(model))
+
+
+def compile_model(
+    model: Any,
+    device: str = "CPU",
+    config: dict | None = None,
+    *,
+    threads: int | None = None,
+    core: Any = None,
+):
+    """OpenVINO's own ``CompiledModel`` of ``model`` (an ONNX path, bytes or
+    ``ModelProto``, an IR ``.xml`` path, or an ``openvino.Model``) on
+    ``device``, with every loaded operator library's extension added.
+
+    ``config`` is OpenVINO's; ``INFERENCE_PRECISION_HINT`` is f32 unless it
+    names another (OpenVINO would otherwise pick bfloat16 on CPUs that have
+    it, a silent change of the numbers). ``threads`` sets
+    ``INFERENCE_NUM_THREADS``. ``core`` is the ``openvino.Core`` to use
+    (default: one shared by opbridge's calls).
+    """
+    import openvino
+
+    if threads is not None and (
+        isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
+    ):
+        raise ValueError(
+            f"opbridge.openvino.compile_model: threads must be an int >= 1 (or None for "
+            f"OpenVINO's default), got {threads!r}"
+        )
+    core = core or _shared_core()
+    settings = dict(config or {})
+    settings.setdefault(PRECISION_HINT, openvino.Type.f32)
+    if threads is not None:
+        settings[THREADS] = threads
+    return core.compile_model(read_model(model, core), device, settings)
+
+
+@dataclass(frozen=True)
+class IOInfo:
+    """A model input or output, as ONNX Runtime's ``NodeArg`` names it."""
+
+    name: str
+    shape: list
+    type: str
+
+
+class Session:
+    """A compiled model behind ONNX Runtime's session interface (the part
+    verify and bench use): ``get_inputs()``, ``get_outputs()`` and
+    ``run(output_names, feeds) -> list of arrays``."""
+
+    def __init__(self, compiled: Any):
+        self.compiled_model = compiled
+        self._request = compiled.create_infer_request()
+
+    @staticmethod
+    def _info(port: Any) -> IOInfo:
+        shape = port.get_partial_shape()
+        dims = (
+            [d.get_length() if d.is_static else None for d in shape] if shape.rank.is_static else []
+        )
+        return IOInfo(port.get_any_name(), dims, str(port.get_element_type()))
+
+    def get_inputs(self) -> list[IOInfo]:
+        return [self._info(port) for port in self.compiled_model.inputs]
+
+    def get_outputs(self) -> list[IOInfo]:
+        return [self._info(port) for port in self.compiled_model.outputs]
+
+    def run(self, output_names: list[str] | None, feeds: dict) -> list:
+        import numpy as np
+
+        results = self._request.infer(feeds)
+        ports = self.compiled_model.outputs
+        if output_names is not None:
+            by_name = {port.get_any_name(): port for port in ports}
+            ports = [by_name[name] for name in output_names]
+        return [np.array(results[port]) for port in ports]
+
+
+def _session(model: Any, level: str | None = None, threads: int | None = None) -> Session:
+    if level not in (None, LEVEL):
+        raise ValueError(f"opbridge.openvino: unknown level {level!r}; OpenVINO has one, {LEVEL!r}")
+    return Session(compile_model(model, threads=threads))
+
+
+def _levels() -> list[str]:
+    return [LEVEL]
+
+
+def _version() -> str:
+    import openvino
+
+    return openvino.__version__.split("-")[0]
+
+
+def built_with(library: Library | None = None) -> str:
+    """The OpenVINO release a library's extension was compiled against (an
+    extension is C++: it works only in that release)."""
+    import openvino  # noqa: F401  (loads libopenvino, which the extension links)
+
+    handle = ctypes.CDLL(get_library_path(library))
+    function = handle.opbridge_openvino_built_with
+    function.restype = ctypes.c_char_p
+    return function().decode()
+
+
+def _smoke_error() -> float:
+    """Runs a one-node custom-route model through the extension; the max error."""
+    import numpy as np
+    import torch
+    from onnx import TensorProto, helper
+
+    from opbridge.ops import rms_norm
+
+    node = helper.make_node("RmsNorm", ["x", "w"], ["y"], domain="opbridge", eps=1e-6)
+    graph = helper.make_graph(
+        [node],
+        "doctor",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8]),
+            helper.make_tensor_value_info("w", TensorProto.FLOAT, [8]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])],
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("opbridge", 1)],
+        ir_version=10,
+    )
+    x = np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)
+    w = np.ones(8, np.float32)
+    (got,) = _session(model).run(None, {"x": x, "w": w})
+    expected = rms_norm(torch.from_numpy(x), torch.from_numpy(w)).numpy()
+    return float(np.abs(got - expected).max())
+
+
+def _installed() -> bool:
+    try:
+        import openvino  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def _checks() -> list[RuntimeCheck]:
+    """Without OpenVINO (an optional runtime) nothing; else the release the
+    extension was built with against the running one, and a one-node model
+    run through the extension."""
+    if not _installed() or not BUILTIN.openvino_library_path.is_file():
+        return []
+    running = _version()
+    try:
+        built = built_with()
+        checks = [
+            RuntimeCheck(
+                "OpenVINO matches the extension's build",
+                built == running,
+                f"built against {built}, running {running}",
+            )
+        ]
+    except Exception as failure:
+        checks = [RuntimeCheck("OpenVINO matches the extension's build", False, str(failure))]
+    try:
+        error = _smoke_error()
+        checks.append(
+            RuntimeCheck(
+                "OpenVINO runs opbridge::RmsNorm", error <= 1e-5, f"max abs err {error:.2e}"
+            )
+        )
+    except Exception as failure:
+        checks.append(RuntimeCheck("OpenVINO runs opbridge::RmsNorm", False, str(failure)))
+    return checks
+
+
+def _facts() -> list[tuple[str, str]]:
+    if not _installed():
+        return [("OpenVINO", "not installed (optional)")]
+    path = BUILTIN.openvino_library_path
+    return [
+        ("OpenVINO", _version()),
+        ("OpenVINO extension", str(path) if path.is_file() else f"{path} (not built)"),
+    ]
+
+
+RUNTIME = Runtime(
+    name="openvino",
+    label="OpenVINO",
+    short="ov",
+    session=_session,
+    levels=_levels,
+    base_level=LEVEL,
+    default_level=LEVEL,
+    version=_version,
+    library_path=_path_of,
+    facts=_facts,
+    checks=_checks,
+    # Localized, with the smallest model that shows each, in
+    # tests/runtimes/test_openvino_forms.py (OpenVINO 2026.4.1, f32).
+    wrong_forms={
+        "com.microsoft::RotaryEmbedding": (
+            "a start-offset position_ids (shape [1]) is read as position 0 for every token, "
+            "and a rotary_embedding_dim below the head size rotates wrongly"
+        ),
+        "RotaryEmbedding": (
+            "wrong on the query of an attention block at batch 2 and more (0.18 to 0.37 on "
+            "the LLaMA-style stack), right alone"
+        ),
+    },
+)

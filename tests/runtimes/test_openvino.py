@@ -1,0 +1,216 @@
+"""OpenVINO with opbridge's extension library (libopbridge_openvino.so): every
+built-in operator by every route against PyTorch, clear errors for bad
+nodes, an IR that reads back, f32 by default, and verify in OpenVINO."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from onnx import TensorProto
+
+import opbridge
+from opbridge import runtimes
+from opbridge.ops import card, cards
+from opbridge.ops.call import OpCall
+from opbridge.sdk.testing import _typical_sample, export_sample
+
+from ort_helpers import single_node_model
+
+ov = pytest.importorskip("openvino")
+openvino_runtime = pytest.importorskip("opbridge.openvino")
+if not opbridge.libraries()[0].openvino_library_path.is_file():
+    pytest.skip("libopbridge_openvino.so was not built", allow_module_level=True)
+
+OPS = sorted(cards())
+FLOAT = TensorProto.FLOAT
+
+
+def outputs_of(module, inputs) -> list[np.ndarray]:
+    with torch.no_grad():
+        want = module(*inputs)
+    return [w.numpy() for w in (want if isinstance(want, tuple | list) else (want,))]
+
+
+def run_compiled(compiled, inputs) -> list[np.ndarray]:
+    feeds = {
+        port.get_any_name(): t.numpy() for port, t in zip(compiled.inputs, inputs, strict=True)
+    }
+    results = compiled(feeds)
+    return [np.asarray(results[port]) for port in compiled.outputs]
+
+
+def worst(got: list[np.ndarray], want: list[np.ndarray]) -> float:
+    assert len(got) == len(want)
+    return max(
+        float(np.abs(g.astype(np.float64) - w.astype(np.float64)).max())
+        for g, w in zip(got, want, strict=True)
+    )
+
+
+def stock_compile(proto):
+    """A stock OpenVINO (no extension), computing in f32."""
+    core = ov.Core()
+    model = core.read_model(proto.SerializeToString(), b"")
+    return core.compile_model(model, "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+
+
+def typical(op: str):
+    """The op's first sample labelled typical (several tokens, rows, ...), else
+    export_sample's default."""
+    samples = card(op).samples(torch.float32, large=False)
+    return next((s for s in samples if s.label.startswith("typical")), None)
+
+
+@pytest.mark.parametrize("route", ["custom", "function"])
+@pytest.mark.parametrize("op", OPS)
+def test_library_routes_run_with_the_extension(op, route):
+    """OpenVINO does not inline a custom-domain node's function: the
+    extension takes the function route's node as the custom route's."""
+    proto, module, inputs = export_sample(card(op), typical(op), route=route)
+    assert any(n.domain == "opbridge" for n in proto.graph.node)
+    got = run_compiled(openvino_runtime.compile_model(proto), inputs)
+    assert worst(got, outputs_of(module, inputs)) <= 1e-5
+
+
+LIBRARY_FREE = [
+    pytest.param(op, route, opset, id=f"{op}-{route}-{opset}")
+    for op in OPS
+    for route, opset in (("standard", 18), ("standard", 23), ("ort", 18))
+]
+
+
+@pytest.mark.parametrize(("op", "route", "opset"), LIBRARY_FREE)
+def test_library_free_routes_run_in_a_stock_openvino(op, route, opset):
+    """Exported for OpenVINO (without the forms it computes wrong, see
+    tests/runtimes/test_openvino_forms.py)."""
+    found, sample = card(op), typical(op)
+    if sample is None:
+        sample = _typical_sample(found)
+    args = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in sample.args)
+    module = OpCall(found.call, args, sample.kwargs)
+    inputs = tuple(args[p] for p in module.positions)
+    avoid = runtimes.get("openvino").avoid()
+    proto = opbridge.onnx.export(module, inputs, route=route, opset=opset, avoid=avoid)
+    assert not any(n.domain == "opbridge" for n in proto.graph.node)
+    assert worst(run_compiled(stock_compile(proto), inputs), outputs_of(module, inputs)) <= 1e-5
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        (
+            single_node_model(
+                "RmsNorm", [("x", FLOAT, [2, 8]), ("weight", FLOAT, [2, 8])], {"eps": 1e-6}
+            ),
+            r"opbridge::RmsNorm\): argument 'weight' must be 1-D with 8 elements.*"
+            r"got shape \[2, 8\]",
+        ),
+        (
+            single_node_model(
+                "RmsNorm", [("x", TensorProto.INT64, [2, 8]), ("weight", FLOAT, [8])], {}
+            ),
+            r"opbridge::RmsNorm\): argument 'x' must be float32, float64, float16 or "
+            r"bfloat16, got int64",
+        ),
+        (
+            single_node_model(
+                "BiasGelu", [("x", FLOAT, [2, 8]), ("bias", FLOAT, [8])], {"approximate": "erf"}
+            ),
+            r"opbridge::BiasGelu\): argument 'approximate' must be 'none' or 'tanh', got 'erf'",
+        ),
+        (
+            single_node_model("ScaledClamp", [("x", FLOAT, [2, 8])], {}),
+            r"opbridge::ScaledClamp: attribute 'scale' must be present with type FLOAT "
+            r"\(float\): it has no default and the node does not have it \[node 'node0'\]",
+        ),
+        (
+            single_node_model("ScaledClamp", [("x", FLOAT, [2, 8])], {"scale": 2}),
+            r"opbridge::ScaledClamp: attribute 'scale' must be present with type FLOAT "
+            r"\(float\); the node has it with type INT \[node 'node0'\]",
+        ),
+        (
+            single_node_model("RmsNorm", [("x", FLOAT, [2, 8])], {}),
+            r"opbridge::RmsNorm: input 'weight' is required \(inputs x, weight, bias\?\)",
+        ),
+    ],
+    ids=[
+        "rank",
+        "dtype",
+        "attribute value",
+        "missing attribute",
+        "attribute type",
+        "missing input",
+    ],
+)
+def test_a_bad_node_is_a_clear_error(model, message):
+    with pytest.raises(RuntimeError, match=message):
+        openvino_runtime.compile_model(model)
+
+
+def test_a_bad_shape_known_only_at_run_time_is_a_clear_error():
+    model = single_node_model(
+        "RmsNorm", [("x", FLOAT, [None, None]), ("weight", FLOAT, [None])], {}
+    )
+    compiled = openvino_runtime.compile_model(model)
+    x = np.ones((2, 8), np.float32)
+    with pytest.raises(
+        RuntimeError, match=r"argument 'weight' must be 1-D with 8 elements.*got shape \[4\]"
+    ):
+        compiled({"x": x, "weight": np.ones(4, np.float32)})
+    (y,) = run_compiled(compiled, (torch.from_numpy(x), torch.ones(8)))
+    assert worst([y], [opbridge.rms_norm(torch.from_numpy(x), torch.ones(8)).numpy()]) <= 1e-5
+
+
+def test_an_ir_saved_with_save_model_reads_back_with_the_extension(tmp_path):
+    """LayerNorm with a bias and no weight (an absent input in the middle)
+    and an eps that float32 only approximates: the IR keeps both."""
+    model = single_node_model(
+        "LayerNorm",
+        [("x", FLOAT, [3, 8]), ("bias", FLOAT, [8])],
+        {"eps": 1e-12},
+        node_inputs=["x", "", "bias"],
+    )
+    path = tmp_path / "layer_norm.xml"
+    ov.save_model(openvino_runtime.read_model(model), path, compress_to_fp16=False)
+    core = ov.Core()
+    with pytest.raises(RuntimeError, match="LayerNorm"):
+        core.read_model(path)  # without the extension
+    core.add_extension(openvino_runtime.get_library_path())
+    compiled = core.compile_model(core.read_model(path), "CPU", {"INFERENCE_PRECISION_HINT": "f32"})
+    x, bias = torch.randn(3, 8), torch.randn(8)
+    want = torch.nn.functional.layer_norm(x, (8,), None, bias, eps=float(np.float32(1e-12)))
+    assert worst(run_compiled(compiled, (x, bias)), [want.numpy()]) <= 1e-5
+    assert (
+        worst(run_compiled(openvino_runtime.compile_model(path), (x, bias)), [want.numpy()]) <= 1e-5
+    )
+
+
+def test_compile_model_computes_in_f32_unless_asked_otherwise():
+    proto, _, _ = export_sample(card("rms_norm"), route="custom")
+    compiled = opbridge.openvino.compile_model(proto)
+    assert compiled.get_property("INFERENCE_PRECISION_HINT") == ov.Type.f32
+    if ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT") == ov.Type.bf16:
+        asked = opbridge.openvino.compile_model(proto, config={"INFERENCE_PRECISION_HINT": "bf16"})
+        assert asked.get_property("INFERENCE_PRECISION_HINT") == ov.Type.bf16
+
+
+def test_the_runtime_is_registered():
+    runtime = runtimes.get("openvino")
+    assert runtimes.get("ov") is runtime and runtime.short == "ov"
+    assert opbridge.openvino.compile_model is openvino_runtime.compile_model
+    assert runtime.library_path(opbridge.libraries()[0]).endswith("libopbridge_openvino.so")
+    assert runtime.levels() == [runtime.base_level] == [runtime.default_level]
+    checks = {check.name: check for check in runtime.checks()}
+    assert all(check.ok for check in checks.values()), checks
+    assert "OpenVINO runs opbridge::RmsNorm" in checks
+
+
+@pytest.mark.parametrize("build", ["build_llama_block", "build_vision"])
+def test_verify_passes_in_openvino_by_the_custom_route(build):
+    from opbridge.demo import models
+
+    model, args = getattr(models, build)()
+    report = opbridge.verify(model, args, route="custom", runtime="openvino", draws=1, layers=False)
+    assert report.passed, report.failures()
+    assert report.runtime == "openvino"
