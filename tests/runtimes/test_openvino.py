@@ -214,3 +214,63 @@ def test_verify_passes_in_openvino_by_the_custom_route(build):
     report = opbridge.verify(model, args, route="custom", runtime="openvino", draws=1, layers=False)
     assert report.passed, report.failures()
     assert report.runtime == "openvino"
+
+
+@pytest.mark.parametrize("route", ["custom", "function", "standard", "ort"])
+def test_a_patched_hugging_face_llama_verifies_in_openvino(route):
+    """A tiny random Llama (nothing downloaded), patched, by every route,
+    against the unpatched model, with a dynamic batch and sequence."""
+    import copy
+
+    from opbridge import hf
+
+    model = hf.random_model("llama")
+    output = hf.FAMILIES["llama"][1]
+    example = hf.example_inputs(model, batch=2, seq=7)
+    reference = hf.Output(copy.deepcopy(model), output)
+    opbridge.patch(model)
+    report = opbridge.verify(
+        hf.Output(model, output),
+        example,
+        route=route,
+        runtime="openvino",
+        reference=reference,
+        dynamic_sequence=True,
+        draws=1,
+        layers=False,
+    )
+    assert report.passed, report.failures()
+
+
+def test_float16_runs_with_the_extension():
+    """The extension's kernels take float16 as in ONNX Runtime (computed in
+    float32): within float16's tolerance of PyTorch."""
+    x = torch.randn(4, 32).to(torch.float16)
+    weight = (1 + 0.1 * torch.randn(32)).to(torch.float16)
+    module = OpCall(opbridge.rms_norm, (x, weight), {})
+    proto = opbridge.onnx.export(module, (x, weight), route="custom", verbose=False)
+    compiled = openvino_runtime.compile_model(proto)
+    feeds = {p.get_any_name(): t.numpy() for p, t in zip(compiled.inputs, (x, weight), strict=True)}
+    got = compiled(feeds)[compiled.outputs[0]]
+    assert got.dtype == np.float16
+    want = opbridge.rms_norm(x, weight).float().numpy()
+    np.testing.assert_allclose(got.astype(np.float32), want, rtol=1e-3, atol=1e-3)
+
+
+def test_auto_for_openvino_chooses_per_op_among_what_verifies_there():
+    """route="auto" with runtime="openvino" measures the custom route (the
+    extension's evaluate) against OpenVINO's own forms of the standard and
+    ort routes, per op, and the export of its plan computes right there."""
+    from opbridge.autoroute import choose
+    from opbridge.demo import models
+
+    model, args = models.build_llama_block()
+    choice = choose(model, args, runtime="openvino")
+    assert set(choice.plan.values()) <= {"custom", "standard", "ort"}
+    assert choice.avoid == runtimes.get("openvino").avoid()
+    proto = opbridge.onnx.export(model, args, route=choice, dynamic_batch=True, verbose=False)
+    assert not {n.op_type for n in proto.graph.node} & {"RotaryEmbedding"}
+    report = opbridge.verify(
+        model, args, onnx_model=proto, runtime="openvino", draws=1, layers=False
+    )
+    assert report.passed, report.failures()
