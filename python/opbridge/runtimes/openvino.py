@@ -196,12 +196,18 @@ class Session:
     def run(self, output_names: list[str] | None, feeds: dict) -> list:
         import numpy as np
 
-        results = self._request.infer(feeds)
+        # The inputs are read in place (the feeds outlive the call); the
+        # outputs are the request's own tensors, copied once, as ONNX
+        # Runtime's run() returns arrays of their own (the next call
+        # overwrites the request's). Without sharing, OpenVINO copies both
+        # ways through its dictionary: 102 ms against 53 ms for a 128 MiB
+        # rms_norm whose kernel takes 13 ms.
+        results = self._request.infer(feeds, share_inputs=True, share_outputs=True)
         ports = self.compiled_model.outputs
         if output_names is not None:
             by_name = {port.get_any_name(): port for port in ports}
             ports = [by_name[name] for name in output_names]
-        return [np.array(results[port]) for port in ports]
+        return [np.array(results[port], copy=True) for port in ports]
 
 
 def _session(model: Any, level: str | None = None, threads: int | None = None) -> Session:
