@@ -102,10 +102,9 @@ def scratch_python(role: str, packages: list[str]) -> Path:
     log(f"making the {role} environment: {' '.join(packages)}")
     shutil.rmtree(env, ignore_errors=True)
     subprocess.run([PYTHON, "-m", "venv", str(env)], check=True)
-    subprocess.run(
-        [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *packages],
-        check=True,
-    )
+    # --no-compile: modules are compiled when first imported (as in ./dev).
+    install = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    subprocess.run([*install, "--no-compile", *packages], check=True)
     STAMPS.mkdir(exist_ok=True)
     stamp.write_text(want + "\n")
     return python

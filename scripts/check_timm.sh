@@ -30,7 +30,8 @@ if [[ ! -x "$VENV/bin/python" ]]; then
 fi
 if ! "$VENV/bin/python" scripts/check_pins.py requirements-timm.txt >/dev/null 2>&1; then
   log "installing requirements-timm.txt (torch $(grep -E '^torch==' requirements-timm.txt | cut -d= -f3))"
-  "$VENV/bin/python" -m pip install -q -r requirements-timm.txt
+  # --no-compile: modules are compiled when first imported (as in ./dev).
+  "$VENV/bin/python" -m pip install -q --no-compile -r requirements-timm.txt
   "$VENV/bin/python" scripts/check_pins.py requirements-timm.txt
 fi
 
