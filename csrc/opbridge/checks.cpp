@@ -33,6 +33,12 @@ Status CheckAtLeast1d(const OpSpec& spec, const char* argument, const Shape& sha
   return ArgError(spec, argument, "must have at least 1 dimension, got a 0-d tensor");
 }
 
+namespace {
+// The op's first input, which the checks compare the others with (named as
+// the op names it: x, gate, ...).
+const char* FirstInputName(const OpSpec& spec) { return spec.inputs.empty() ? "x" : spec.inputs[0].name; }
+}  // namespace
+
 Status CheckVectorOfLastDim(const OpSpec& spec, const char* argument, const Shape& shape,
                             const Shape& x_shape) {
   const int64_t expected = x_shape.empty() ? -1 : x_shape.back();
@@ -41,13 +47,16 @@ Status CheckVectorOfLastDim(const OpSpec& spec, const char* argument, const Shap
   if (size_ok) return Status::Ok();
   return ArgError(spec, argument,
                   "must be 1-D with " + (expected < 0 ? std::string("?") : std::to_string(expected)) +
-                      " elements (the last dimension of x), got shape " + FormatShape(shape));
+                      " elements (the last dimension of " + FirstInputName(spec) + "), got shape " +
+                      FormatShape(shape));
 }
 
 Status CheckSameDtype(const OpSpec& spec, const char* argument, const std::string& given,
                       const std::string& expected) {
   if (given == expected) return Status::Ok();
-  return ArgError(spec, argument, "must have the dtype of x (" + expected + "), got " + given);
+  return ArgError(
+      spec, argument,
+      std::string("must have the dtype of ") + FirstInputName(spec) + " (" + expected + "), got " + given);
 }
 
 Status CheckInputCount(const OpSpec& spec, const std::vector<TensorInfo>& inputs) {

@@ -22,7 +22,7 @@ Status CheckFloatingDtype(const OpSpec& spec, const char* argument, const std::s
 // x must have at least one dimension.
 Status CheckAtLeast1d(const OpSpec& spec, const char* argument, const Shape& shape);
 
-// `shape` must be exactly [size] where size is x's last dimension.
+// `shape` must be exactly [size] where size is x's (the op's first input's) last dimension.
 Status CheckVectorOfLastDim(const OpSpec& spec, const char* argument, const Shape& shape,
                             const Shape& x_shape);
 

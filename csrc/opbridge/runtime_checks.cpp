@@ -1,10 +1,13 @@
 #include "opbridge/runtime_checks.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "opbridge/checks.h"
 #include "opbridge/half.h"
@@ -104,6 +107,127 @@ Status ValidateKernelArgs(const OpSpec& spec, const KernelArgs& args) {
   }
   for (size_t k = 0; k < args.outputs.size(); ++k) {
     OPBRIDGE_RETURN_IF_ERROR(CheckBuffer(spec, spec.outputs[k], args.outputs[k], args.output_infos[k]));
+  }
+  return Status::Ok();
+}
+
+namespace {
+
+unsigned char GuardByte(int64_t position) {
+  return static_cast<unsigned char>((position * 0x9D + 0x5B) & 0xFF);
+}
+
+// The first or last byte of buffer[begin, end) that differs from the pattern
+// (-1: none).
+int64_t FirstChanged(const unsigned char* buffer, int64_t begin, int64_t end) {
+  for (int64_t i = begin; i < end; ++i) {
+    if (buffer[i] != GuardByte(i)) return i;
+  }
+  return -1;
+}
+
+int64_t LastChanged(const unsigned char* buffer, int64_t begin, int64_t end) {
+  for (int64_t i = end - 1; i >= begin; --i) {
+    if (buffer[i] != GuardByte(i)) return i;
+  }
+  return -1;
+}
+
+std::string Bytes(int64_t count) { return std::to_string(count) + (count == 1 ? " byte" : " bytes"); }
+
+// ", as many as input 'x' (float32 [4, 8])" for each input of exactly
+// `bytes` bytes: the likely size the kernel wrote.
+std::string InputsOfSize(int64_t bytes, const std::vector<const char*>& names,
+                         const std::vector<TensorInfo>& inputs) {
+  std::string hint;
+  for (size_t i = 0; i < inputs.size() && i < names.size() && bytes > 0; ++i) {
+    const TensorInfo& input = inputs[i];
+    if (!input.present || NumElements(input.shape) * DtypeSize(input.dtype) != bytes) continue;
+    hint += hint.empty() ? ", as many as " : " or ";
+    hint += "input '" + std::string(names[i]) + "' (" + input.dtype + " " + FormatShape(input.shape) + ")";
+  }
+  return hint;
+}
+
+}  // namespace
+
+int64_t OutputTailGuard(const std::vector<TensorInfo>& inputs) {
+  int64_t elements = 0;
+  for (const TensorInfo& input : inputs) {
+    if (input.present) elements += NumElements(input.shape);
+  }
+  return std::max<int64_t>(4096, (elements * 8 + 63) / 64 * 64);
+}
+
+int64_t DtypeSize(const std::string& dtype) {
+  if (dtype == "float64" || dtype == "int64") return 8;
+  if (dtype == "float32" || dtype == "int32") return 4;
+  if (dtype == "float16" || dtype == "bfloat16" || dtype == "int16") return 2;
+  if (dtype == "uint8" || dtype == "int8" || dtype == "bool") return 1;
+  return 0;
+}
+
+void FillGuardPattern(unsigned char* buffer, int64_t size) {
+  for (int64_t i = 0; i < size; ++i) buffer[i] = GuardByte(i);
+}
+
+Status CheckOutputGuards(const std::string& op, const char* output, const TensorInfo& info,
+                         const unsigned char* buffer, int64_t tail_guard,
+                         const std::vector<const char*>& input_names, const std::vector<TensorInfo>& inputs) {
+  const int64_t size = NumElements(info.shape) * DtypeSize(info.dtype);
+  const int64_t end = kOutputHeadGuard + size;
+  const std::string declared =
+      "its shape rule gives " + info.dtype + " " + FormatShape(info.shape) + " (" + Bytes(size) + ")";
+  const std::string advice =
+      "; the shape rule and the kernel disagree on the output's shape or dtype (output guards)";
+  const std::string where = op + ": the kernel ";
+  const int64_t before = FirstChanged(buffer, 0, kOutputHeadGuard);
+  if (before >= 0) {
+    return Status::Error(where + "wrote before the start of output '" + output + "' (" +
+                         Bytes(kOutputHeadGuard - before) + " before it); " + declared + advice);
+  }
+  const int64_t past = LastChanged(buffer, end, end + tail_guard);
+  if (past >= 0) {
+    const int64_t written = past + 1 - kOutputHeadGuard;
+    const bool beyond = past == end + tail_guard - 1;
+    return Status::Error(where + "wrote past the end of output '" + output + "': " + declared +
+                         ", the kernel wrote " + (beyond ? "more than " : "") + Bytes(written) + " (" +
+                         Bytes(written - size) + " past its end" +
+                         (beyond ? ", beyond the guard: memory after it may be damaged" : "") + ")" +
+                         InputsOfSize(written, input_names, inputs) + advice);
+  }
+  // The last bytes of the output unchanged: the kernel stopped short.
+  const int64_t checked = std::min<int64_t>(size, 8);
+  if (checked > 0 && FirstChanged(buffer, end - checked, end) < 0) {
+    const int64_t written =
+        std::max<int64_t>(LastChanged(buffer, kOutputHeadGuard, end) + 1 - kOutputHeadGuard, 0);
+    return Status::Error(where + "left the end of output '" + output + "' unwritten: " + declared +
+                         ", the kernel wrote " +
+                         (written == 0 ? "none of them" : "only the first " + Bytes(written)) +
+                         InputsOfSize(written, input_names, inputs) + advice);
+  }
+  return Status::Ok();
+}
+
+HostOutputGuards::HostOutputGuards(std::string op, std::vector<const char*> input_names,
+                                   std::vector<TensorInfo> inputs)
+    : op_(std::move(op)),
+      input_names_(std::move(input_names)),
+      inputs_(std::move(inputs)),
+      tail_(OutputTailGuard(inputs_)) {}
+
+void* HostOutputGuards::Add(const char* name, const TensorInfo& info) {
+  Output output{name, info, NumElements(info.shape) * DtypeSize(info.dtype), {}};
+  output.bytes.resize(static_cast<size_t>(kOutputHeadGuard + output.size + tail_));
+  FillGuardPattern(output.bytes.data(), static_cast<int64_t>(output.bytes.size()));
+  outputs_.push_back(std::move(output));
+  return outputs_.back().bytes.data() + kOutputHeadGuard;
+}
+
+Status HostOutputGuards::Check() const {
+  for (const Output& output : outputs_) {
+    OPBRIDGE_RETURN_IF_ERROR(
+        CheckOutputGuards(op_, output.name, output.info, output.bytes.data(), tail_, input_names_, inputs_));
   }
   return Status::Ok();
 }

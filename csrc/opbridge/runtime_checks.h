@@ -1,7 +1,9 @@
 // Opt-in validation inside the adapters, switched on by OPBRIDGE_CHECK=1.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <vector>
 
 #include "opbridge/spec.h"
 #include "opbridge/status.h"
@@ -32,6 +34,65 @@ Status CheckAttributeValue(const OpSpec& spec, const char* argument, const AttrV
 // (in spec order) passes CheckAttributeValue, and every output has a buffer
 // of its shape.
 Status ValidateKernelArgs(const OpSpec& spec, const KernelArgs& args);
+
+// ---------------------------------------------------------------------------
+// Output guards: a kernel's output placed between guard bytes, the output's
+// own bytes and the guards set to a known pattern before the kernel runs and
+// compared after. A changed guard byte is a write outside the output, an
+// unchanged end of the output a write that stopped short: a shape rule that
+// disagrees with its kernel, reported by CheckOutputGuards instead of
+// corrupting memory. The buffer: kOutputHeadGuard bytes, the output, then a
+// tail guard of OutputTailGuard(inputs) bytes.
+
+// Keeps the output 64-byte aligned.
+constexpr int64_t kOutputHeadGuard = 64;
+
+// One float64 per element of the kernel's inputs, at least 4 KiB (a multiple
+// of 64): a kernel that sizes its writes by its inputs, whatever dtype it
+// writes, stays inside it.
+int64_t OutputTailGuard(const std::vector<TensorInfo>& inputs);
+
+// Bytes per element of a dtype as TensorInfo names it (0: unknown).
+int64_t DtypeSize(const std::string& dtype);
+
+// Writes the pattern into buffer[0, size).
+void FillGuardPattern(unsigned char* buffer, int64_t size);
+
+// Checks a guarded buffer (as above) of output `output` of `info` after the
+// kernel. `op` names the operator in the message; `input_names` / `inputs`
+// are the kernel's inputs, named in the message when one of them has the
+// size the kernel wrote. The error ends with " (output guards)".
+Status CheckOutputGuards(const std::string& op, const char* output, const TensorInfo& info,
+                         const unsigned char* buffer, int64_t tail_guard,
+                         const std::vector<const char*>& input_names, const std::vector<TensorInfo>& inputs);
+
+// Guarded outputs in host memory, for an adapter whose kernel writes into
+// buffers it then copies out (ONNX Runtime's CPU kernels under OPBRIDGE_CHECK).
+class HostOutputGuards {
+ public:
+  HostOutputGuards(std::string op, std::vector<const char*> input_names, std::vector<TensorInfo> inputs);
+
+  // A guarded buffer for output `name` of `info`: the pointer the kernel gets.
+  void* Add(const char* name, const TensorInfo& info);
+  // CheckOutputGuards for every output added, in order.
+  Status Check() const;
+  // Output k's bytes (after Check), to copy to where the runtime wants them.
+  const void* Data(size_t k) const { return outputs_[k].bytes.data() + kOutputHeadGuard; }
+  int64_t Size(size_t k) const { return outputs_[k].size; }
+
+ private:
+  struct Output {
+    const char* name;
+    TensorInfo info;
+    int64_t size;
+    std::vector<unsigned char> bytes;
+  };
+  std::string op_;
+  std::vector<const char*> input_names_;
+  std::vector<TensorInfo> inputs_;
+  int64_t tail_;
+  std::vector<Output> outputs_;
+};
 
 // A string of the user's (a node name, an attribute's text) in single quotes,
 // safe inside a message: a quote or backslash is escaped with a backslash and

@@ -7,6 +7,7 @@
 #include <torch/csrc/autograd/functions/utils.h>
 #include <torch/library.h>
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 
@@ -18,6 +19,7 @@
 #include "opbridge/checks.h"
 #include "opbridge/cuda.h"
 #include "opbridge/runtime_checks.h"
+#include "torch_adapter/registration.h"
 
 namespace opbridge::torch_adapter {
 
@@ -283,6 +285,74 @@ void ValidateOnHost(const OpSpec& spec, const KernelArgs& args, const KernelInpu
   ThrowIfError(ValidateKernelArgs(spec, checked));
 }
 
+// ------------------------------------------------------------ output guards
+
+std::atomic<bool> guards_switched_on{false};
+
+// Output guards (registration.h; the checks in runtime_checks.h): each output
+// lies in a byte tensor on the kernel's device, between a head and a tail
+// guard, checked on the host after the kernel. The outputs returned are copies
+// into tensors of their own.
+class OutputGuards {
+ public:
+  // op: the op as messages name it; input_names / inputs: the kernel's inputs.
+  OutputGuards(std::string op, const std::vector<const char*>& input_names,
+               const std::vector<TensorInfo>& inputs, const at::TensorOptions& options)
+      : op_(std::move(op)),
+        input_names_(input_names),
+        inputs_(inputs),
+        options_(options),
+        tail_(OutputTailGuard(inputs)) {}
+
+  // The guarded buffer for output `name` of `info`; its data pointer.
+  void* Add(const char* name, const TensorInfo& info) {
+    Guarded guarded{name, info, ScalarTypeOf(info.dtype), 0, {}};
+    guarded.bytes = NumElements(info.shape) * static_cast<int64_t>(c10::elementSize(guarded.type));
+    at::Tensor pattern =
+        at::empty({kOutputHeadGuard + guarded.bytes + tail_}, at::TensorOptions().dtype(at::kByte));
+    FillGuardPattern(pattern.mutable_data_ptr<unsigned char>(), pattern.numel());
+    guarded.buffer = options_.device().is_cpu() ? pattern : pattern.to(options_.device());
+    outputs_.push_back(std::move(guarded));
+    return static_cast<unsigned char*>(outputs_.back().buffer.mutable_data_ptr()) + kOutputHeadGuard;
+  }
+
+  // Checks every guard (raising the first fault), then the outputs, each
+  // copied out of its guarded buffer.
+  std::vector<at::Tensor> Finish() const {
+    std::vector<at::Tensor> results;
+    results.reserve(outputs_.size());
+    for (const Guarded& output : outputs_) {
+      const at::Tensor host = output.buffer.is_cpu() ? output.buffer : output.buffer.cpu();
+      ThrowIfError(CheckOutputGuards(op_, output.name, output.info, host.const_data_ptr<unsigned char>(),
+                                     tail_, input_names_, inputs_));
+      at::Tensor result = at::empty(output.info.shape, options_.dtype(output.type));
+      result.reshape({-1}).view(at::kByte).copy_(output.buffer.narrow(0, kOutputHeadGuard, output.bytes));
+      results.push_back(std::move(result));
+    }
+    return results;
+  }
+
+ private:
+  struct Guarded {
+    const char* name;
+    TensorInfo info;
+    at::ScalarType type;
+    int64_t bytes;
+    at::Tensor buffer;
+  };
+
+  std::string op_;
+  std::vector<const char*> input_names_;
+  std::vector<TensorInfo> inputs_;
+  at::TensorOptions options_;
+  int64_t tail_;
+  std::vector<Guarded> outputs_;
+};
+
+const char* OutputName(const OpSpec& spec, size_t k) {
+  return k < spec.outputs.size() ? spec.outputs[k] : "?";
+}
+
 // ------------------------------------------------------------------ forward
 
 class ForwardKernel final : public c10::OperatorKernel {
@@ -305,12 +375,21 @@ class ForwardKernel final : public c10::OperatorKernel {
     LaunchContext context(device_, options, &args);
     std::vector<at::Tensor> outputs;
     outputs.reserve(args.output_infos.size());
-    for (const TensorInfo& info : args.output_infos) {
+    std::optional<OutputGuards> guards;
+    if (OutputGuardsEnabled())
+      guards.emplace(spec_.TorchName(), ForwardNames(spec_), args.input_infos, options);
+    for (size_t k = 0; k < args.output_infos.size(); ++k) {
+      const TensorInfo& info = args.output_infos[k];
+      if (guards.has_value()) {
+        args.outputs.push_back(guards->Add(OutputName(spec_, k), info));
+        continue;
+      }
       outputs.push_back(at::empty(info.shape, options.dtype(ScalarTypeOf(info.dtype))));
       args.outputs.push_back(outputs.back().mutable_data_ptr());
     }
     if (RuntimeChecksEnabled()) ValidateOnHost(spec_, args, contiguous, device_);
     ThrowIfError(launch_(args));
+    if (guards.has_value()) outputs = guards->Finish();
     for (at::Tensor& output : outputs) stack->emplace_back(std::move(output));
   }
 
@@ -398,11 +477,19 @@ class ForwardOutKernel final : public c10::OperatorKernel {
     LaunchContext context(device_, options, &args);
     // The kernel writes into each out tensor directly when it is contiguous
     // and shares no memory with an input; else into a temporary, copied over.
+    // With output guards, always into a guarded temporary.
     std::vector<at::Tensor> targets;
+    std::optional<OutputGuards> guards;
+    if (OutputGuardsEnabled())
+      guards.emplace(spec_.TorchName() + ".out", ForwardNames(spec_), args.input_infos, options);
     for (size_t k = 0; k < call.outs.size(); ++k) {
       at::Tensor& out = call.outs[k];
       const Shape& shape = args.output_infos[k].shape;
       if (out.sizes() != c10::IntArrayRef(shape)) out.resize_(shape);
+      if (guards.has_value()) {
+        args.outputs.push_back(guards->Add(OutputName(spec_, k), args.output_infos[k]));
+        continue;
+      }
       bool direct = out.is_contiguous();
       for (const at::Tensor& input : contiguous.keep)
         direct = direct && !(input.defined() && input.is_alias_of(out));
@@ -412,6 +499,7 @@ class ForwardOutKernel final : public c10::OperatorKernel {
     }
     if (RuntimeChecksEnabled()) ValidateOnHost(spec_, args, contiguous, device_);
     ThrowIfError(launch_(args));
+    if (guards.has_value()) targets = guards->Finish();
     for (size_t k = 0; k < call.outs.size(); ++k) {
       if (!targets[k].is_same(call.outs[k])) call.outs[k].copy_(targets[k]);
       stack->emplace_back(call.outs[k]);
@@ -545,11 +633,23 @@ class BackwardKernel final : public c10::OperatorKernel {
     const at::TensorOptions options = OptionsOf(call.inputs);
     LaunchContext context(device_, options, &args);
     std::vector<at::Tensor> outputs;
+    std::optional<OutputGuards> guards;
+    if (OutputGuardsEnabled()) {
+      guards.emplace(std::string(ThisLibrary().torch_namespace) + "::" + spec_.BackwardName(),
+                     BackwardNames(spec_), args.input_infos, options);
+    }
     for (size_t o = 0; o < args.output_infos.size(); ++o) {
       const TensorInfo& info = args.output_infos[o];
       const at::TensorOptions typed = options.dtype(ScalarTypeOf(info.dtype));
-      outputs.push_back(call.wanted[o] ? at::empty(info.shape, typed) : at::empty({0}, typed));
-      args.outputs.push_back(call.wanted[o] ? outputs.back().mutable_data_ptr() : nullptr);
+      outputs.push_back(call.wanted[o] && !guards.has_value() ? at::empty(info.shape, typed)
+                                                              : at::empty({0}, typed));
+      if (!call.wanted[o]) {
+        args.outputs.push_back(nullptr);
+      } else if (guards.has_value()) {
+        args.outputs.push_back(guards->Add(spec_.backward.outputs[o].name, info));
+      } else {
+        args.outputs.push_back(outputs.back().mutable_data_ptr());
+      }
     }
     if (RuntimeChecksEnabled()) {
       const HostInputs host(contiguous, device_);
@@ -563,6 +663,13 @@ class BackwardKernel final : public c10::OperatorKernel {
       }
     }
     ThrowIfError(launch_(args));
+    if (guards.has_value()) {
+      std::vector<at::Tensor> guarded = guards->Finish();
+      size_t next = 0;
+      for (size_t o = 0; o < outputs.size(); ++o) {
+        if (call.wanted[o]) outputs[o] = std::move(guarded[next++]);
+      }
+    }
     for (at::Tensor& output : outputs) stack->emplace_back(std::move(output));
   }
 
@@ -792,13 +899,15 @@ torch::CppFunction Boxed(const OpSpec& spec, Args... args) {
   return torch::CppFunction::makeFromBoxedFunctor(std::make_unique<Kernel>(spec, args...));
 }
 
-// torch::Library objects unregister on destruction: they live as long as the
-// library is loaded.
+// The torch::Library objects of a registration under way (RegisterOperators);
+// they unregister on destruction.
+std::vector<std::unique_ptr<torch::Library>>* registering = nullptr;
+
 torch::Library& NewLibrary(torch::Library::Kind kind, std::optional<c10::DispatchKey> key) {
-  static std::vector<std::unique_ptr<torch::Library>> libraries;
-  libraries.push_back(
+  TORCH_CHECK(registering != nullptr, "opbridge: an operator registration outside RegisterOperators");
+  registering->push_back(
       std::make_unique<torch::Library>(kind, ThisLibrary().torch_namespace, key, __FILE__, __LINE__));
-  return *libraries.back();
+  return *registering->back();
 }
 
 void RegisterWithTorch(const OpSpec& spec) {
@@ -829,9 +938,6 @@ void RegisterWithTorch(const OpSpec& spec) {
   }
 }
 
-// Every spec of this library, whenever it registers.
-[[maybe_unused]] const bool kRegistered = (OnEachSpec(&RegisterWithTorch), true);
-
 #ifdef OPBRIDGE_WITH_CUDA
 // CUDA kernels (an op's kernel.cu) under the CUDA dispatch key; the Meta and
 // Autograd kernels above serve CUDA tensors as they serve CPU ones. An op
@@ -846,9 +952,65 @@ void RegisterCudaWithTorch(const OpSpec& spec, const CudaKernels& kernels) {
     cuda.impl(spec.BackwardName().c_str(), Boxed<BackwardKernel>(spec, kernels.backward, Device::kCuda));
   }
 }
-
-[[maybe_unused]] const bool kCudaRegistered = (OnEachCudaKernels(&RegisterCudaWithTorch), true);
 #endif
 
+std::mutex registration_mutex;
+// The registrations, kept as long as the library is loaded; empty until
+// RegisterOperators succeeds.
+std::vector<std::unique_ptr<torch::Library>> registered;
+bool operators_registered = false;
+
 }  // namespace
+
+void RegisterOperators() {
+  const std::lock_guard<std::mutex> lock(registration_mutex);
+  if (operators_registered) return;
+  std::vector<std::unique_ptr<torch::Library>> made;
+  registering = &made;
+  try {
+    for (const OpSpec* spec : AllSpecs()) {
+      RegisterWithTorch(*spec);
+#ifdef OPBRIDGE_WITH_CUDA
+      if (const CudaKernels* kernels = FindCudaKernels(*spec)) RegisterCudaWithTorch(*spec, *kernels);
+#endif
+    }
+  } catch (...) {
+    // `made` unregisters what was registered on the way out.
+    registering = nullptr;
+    throw;
+  }
+  registering = nullptr;
+  for (auto& library : made) registered.push_back(std::move(library));
+  operators_registered = true;
+}
+
+bool OperatorsRegistered() {
+  const std::lock_guard<std::mutex> lock(registration_mutex);
+  return operators_registered;
+}
+
+std::vector<std::string> OperatorsTakenElsewhere() {
+  const std::lock_guard<std::mutex> lock(registration_mutex);
+  std::vector<std::string> taken;
+  if (operators_registered) return taken;
+  const std::string ns = ThisLibrary().torch_namespace;
+  auto& dispatcher = c10::Dispatcher::singleton();
+  const auto check = [&](const std::string& name, const char* overload) {
+    if (dispatcher.findSchema({ns + "::" + name, overload}).has_value())
+      taken.push_back(ns + "::" + name + (*overload != '\0' ? std::string(".") + overload : ""));
+  };
+  for (const OpSpec* spec : AllSpecs()) {
+    check(spec->name, "");
+    check(spec->name, "out");
+    if (spec->has_backward()) check(spec->BackwardName(), "");
+  }
+  return taken;
+}
+
+void SetOutputGuards(bool enabled) { guards_switched_on.store(enabled, std::memory_order_relaxed); }
+
+bool OutputGuardsEnabled() {
+  return RuntimeChecksEnabled() || guards_switched_on.load(std::memory_order_relaxed);
+}
+
 }  // namespace opbridge::torch_adapter

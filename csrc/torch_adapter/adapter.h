@@ -2,7 +2,8 @@
 // PyTorch — the op and its backward (schemas generated from the spec), CPU and
 // Meta kernels for both, and one generic Autograd kernel — with no per-op
 // code. Linking this adapter into a library is all it takes: each spec
-// registered with OPBRIDGE_REGISTER_SPEC becomes torch.ops.<namespace>.<name>.
+// registered with OPBRIDGE_REGISTER_SPEC becomes torch.ops.<namespace>.<name>
+// when opbridge.load_library registers the library (registration.h).
 #pragma once
 
 #include <ATen/core/Tensor.h>

@@ -1,8 +1,10 @@
 // The Python extension module of an operator library (opbridge._C for the
-// built-in operators, <name>_torch for a user's). Importing it registers
-// every spec with PyTorch (torch_adapter/adapter.cpp); it also exposes the
-// library's identity and specs so that the Python side (ONNX export, ONNX
-// Runtime sessions, documentation) reads the same contract.
+// built-in operators, <name>_torch for a user's). It exposes the library's
+// identity and specs so that the Python side (ONNX export, ONNX Runtime
+// sessions, documentation) reads the same contract, and registers every spec
+// with PyTorch (torch_adapter/adapter.cpp) when register_operators() is
+// called: opbridge.load_library calls it once its checks pass (importing the
+// module registers nothing, so a refused library leaves no operator behind).
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -16,6 +18,7 @@
 #include "opbridge/simd.h"
 #include "opbridge/spec.h"
 #include "opbridge/version.h"
+#include "torch_adapter/registration.h"
 
 namespace py = pybind11;
 
@@ -54,6 +57,26 @@ py::dict SpecToDict(const opbridge::OpSpec& spec) {
   result["outputs"] = spec.outputs;
   result["torch_schema"] = spec.TorchSchema();
   result["backward_schema"] = spec.BackwardSchema();
+  // What each backward tensor stands for: its inputs (the gradient of a
+  // forward output, a saved forward input or output, by index), and for each
+  // forward input the backward output holding its gradient (-1: none).
+  py::list backward_inputs;
+  for (const auto& input : spec.backward.inputs) {
+    py::dict entry;
+    entry["name"] = input.name;
+    entry["source"] = input.source == opbridge::TensorSource::kGradOutput ? "grad_output"
+                      : input.source == opbridge::TensorSource::kInput    ? "input"
+                                                                          : "output";
+    entry["index"] = input.index;
+    backward_inputs.append(entry);
+  }
+  py::list backward_outputs;
+  for (const auto& output : spec.backward.outputs) backward_outputs.append(output.name);
+  py::dict backward;
+  backward["inputs"] = backward_inputs;
+  backward["outputs"] = backward_outputs;
+  backward["input_grads"] = spec.backward.input_grads;
+  result["backward"] = spec.has_backward() ? py::object(backward) : py::object(py::none());
   result["torch_namespace"] = opbridge::ThisLibrary().torch_namespace;
   result["onnx_domain"] = opbridge::ThisLibrary().onnx_domain;
   // Whether this build registered CUDA kernels for the op (kernel.cu).
@@ -90,6 +113,15 @@ PYBIND11_MODULE(OPBRIDGE_MODULE_NAME, m) {
   m.attr("BUILD_CUDA") = false;
 #endif
   m.def("runtime_checks_enabled", &opbridge::RuntimeChecksEnabled);
+  namespace adapter = opbridge::torch_adapter;
+  m.def("register_operators", &adapter::RegisterOperators,
+        "Registers the library's operators with PyTorch (all or none; again: nothing).");
+  m.def("operators_registered", &adapter::OperatorsRegistered);
+  m.def("operators_taken_elsewhere", &adapter::OperatorsTakenElsewhere,
+        "The operators this library would register that PyTorch already has ('ns::op', 'ns::op.out').");
+  m.def("set_output_guards", &adapter::SetOutputGuards, py::arg("enabled"),
+        "Guards every kernel output of this library (always on under OPBRIDGE_CHECK=1).");
+  m.def("output_guards_enabled", &adapter::OutputGuardsEnabled);
   m.attr("ONNX_DOMAIN") = library.onnx_domain;
   m.attr("ONNX_DOMAIN_VERSION") = library.domain_version;
   // The ONNX Runtime releases the custom-op library supports (version.h).

@@ -2,9 +2,13 @@
 any a user builds with the SDK and loads with :func:`load_library`.
 
 A library is a Python extension module made by CMake's
-``opbridge_add_operator_library``: importing it registers its operators with
-PyTorch (``torch.ops.<namespace>.*``); beside it lies its ONNX Runtime
-custom-op library for its ONNX domain.
+``opbridge_add_operator_library``; beside it lies its ONNX Runtime custom-op
+library for its ONNX domain. Importing the module registers nothing: loading
+it here checks that its namespace, ONNX domain and operators are free, then
+registers its operators with PyTorch (``torch.ops.<namespace>.*``), so that a
+refused library leaves no operator behind. (A library built by an SDK older
+than this registered its operators when imported; it still loads, with the
+checks after the fact.)
 """
 
 from __future__ import annotations
@@ -37,6 +41,45 @@ def _load():
             f"torch {torch.__version__}."
         ) from error
     return _C
+
+
+def _describe(library: Library) -> str:
+    return f"library {library.name!r} ({library.path})"
+
+
+def _register(library: Library, loaded: list[Library]) -> None:
+    """Registers ``library``'s operators with PyTorch after checking that no
+    library of ``loaded`` (nor anything else) holds its namespace, ONNX domain
+    or operators; refused with nothing registered otherwise."""
+    module = library.module
+    refused = f"opbridge.load_library: refused {_describe(library)}"
+    nothing = "; none of its operators was registered"
+    ops = {f"{library.torch_namespace}::{name}" for name in library.specs()}
+    for other in loaded:
+        if other.torch_namespace == library.torch_namespace:
+            shared = sorted(ops & {f"{other.torch_namespace}::{n}" for n in other.specs()})
+            held = f" (and its operators {', '.join(shared)})" if shared else ""
+            raise ValueError(
+                f"{refused}: torch namespace {library.torch_namespace!r}{held} is already held by "
+                f"{_describe(other)}{nothing}"
+            )
+        if other.onnx_domain == library.onnx_domain:
+            raise ValueError(
+                f"{refused}: ONNX domain {library.onnx_domain!r} is already held by "
+                f"{_describe(other)}{nothing}"
+            )
+    if not hasattr(module, "register_operators"):
+        return  # built by an older SDK: its operators were registered on import
+    taken = module.operators_taken_elsewhere()
+    if taken:
+        raise ValueError(
+            f"{refused}: PyTorch already has {', '.join(taken)}, registered outside opbridge's "
+            f"libraries (torch.library or another extension){nothing}"
+        )
+    try:
+        module.register_operators()
+    except RuntimeError as error:
+        raise ValueError(f"{refused}: {error}{nothing}") from error
 
 
 _C = _load()
@@ -113,6 +156,7 @@ def _library_of(module: ModuleType) -> Library:
 
 
 BUILTIN = _library_of(_C)
+_register(BUILTIN, [])
 _LIBRARIES: dict[str, Library] = {BUILTIN.torch_namespace: BUILTIN}
 _LOCK = threading.Lock()
 
@@ -139,8 +183,10 @@ def load_library(library: str | os.PathLike | ModuleType) -> Library:
     a folder holding one, or the imported module itself. Its operators become
     ``torch.ops.<namespace>.*``; its ONNX Runtime library is recorded for
     :func:`opbridge.ort.InferenceSession`, which registers it for every model
-    that imports its domain. Loading the same library again returns it;
-    another library with the same namespace or domain is refused.
+    that imports its domain. Loading the same library again returns it.
+    Another library with the same namespace or domain, or one with an
+    operator PyTorch already has, is refused with a ``ValueError`` naming
+    both, before any of its operators is registered.
     """
     with _LOCK:
         if isinstance(library, ModuleType):
@@ -175,18 +221,17 @@ def load_library(library: str | os.PathLike | ModuleType) -> Library:
         for other in _LIBRARIES.values():
             if other.module is module:
                 return other
-            if other.torch_namespace == loaded.torch_namespace:
-                raise ValueError(
-                    f"opbridge.load_library: namespace {loaded.torch_namespace!r} is already "
-                    f"taken by {other.path}"
-                )
-            if other.onnx_domain == loaded.onnx_domain:
-                raise ValueError(
-                    f"opbridge.load_library: ONNX domain {loaded.onnx_domain!r} is already "
-                    f"taken by {other.path}"
-                )
+        _register(loaded, list(_LIBRARIES.values()))
         _LIBRARIES[loaded.torch_namespace] = loaded
+        for hook in ON_LOAD:
+            hook(loaded)
         return loaded
+
+
+# Called with every library load_library takes, once its operators are
+# registered (opbridge.ops.sharding's: the strategies of cards registered
+# before their library was loaded).
+ON_LOAD: list = []
 
 
 def libraries() -> list[Library]:

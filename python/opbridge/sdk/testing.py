@@ -15,13 +15,20 @@ when the operator fails it:
   with the node types the route promises;
 - :func:`check_bad_input`: an integer input is refused in PyTorch and in ONNX
   Runtime with a message naming the operator and the argument.
+
+Every check calls the op with its library's output guards on (as under
+``OPBRIDGE_CHECK=1``): a kernel that writes outside an output, or leaves its
+end unwritten, because its shape rule disagrees with it fails the check with
+an error naming the op and the output, instead of corrupting memory.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import io
-from collections.abc import Iterator
-from typing import Any
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -38,6 +45,35 @@ def _library(card) -> Library:
             "(load it with opbridge.load_library first)"
         )
     return library
+
+
+@contextlib.contextmanager
+def output_guards(card) -> Iterator[None]:
+    """The block's calls of the card's library run with output guards (see
+    the module's docstring); a library built by an older SDK has none."""
+    module = _library(card).module
+    switch = getattr(module, "set_output_guards", None)
+    if switch is None:
+        yield
+        return
+    before = module.output_guards_enabled()
+    switch(True)
+    try:
+        yield
+    finally:
+        switch(before)
+
+
+_Check = TypeVar("_Check", bound=Callable[..., None])
+
+
+def _guarded(check: _Check) -> _Check:
+    @functools.wraps(check)
+    def run(card, *args, **kwargs):
+        with output_guards(card):
+            return check(card, *args, **kwargs)
+
+    return run  # type: ignore[return-value]
 
 
 def _spec(card) -> dict:
@@ -59,6 +95,7 @@ def _close(actual, expected, atol: float, rtol: float, what: str) -> None:
         )
 
 
+@_guarded
 def check_reference(card, dtypes=(torch.float32, torch.float64), atol=1e-5, rtol=1e-5) -> None:
     for dtype in dtypes:
         for sample in _samples(card, dtype, large=True):
@@ -69,6 +106,7 @@ def check_reference(card, dtypes=(torch.float32, torch.float64), atol=1e-5, rtol
             )
 
 
+@_guarded
 def check_opcheck(card) -> None:
     op = _library(card).op(card.name)
     for requires_grad in (False, True):
@@ -84,8 +122,15 @@ def _differentiable(sample) -> list[int]:
     ]
 
 
+@_guarded
 def check_gradcheck(card) -> None:
-    for sample in _samples(card, torch.float64, requires_grad=True):
+    """float64 ``gradcheck`` of every differentiable input on every sample;
+    a wrong backward is an AssertionError naming the op, the sample and the
+    input(s) whose gradient differs from the numerical one (torch's Jacobian
+    report follows as its cause)."""
+    from torch.autograd.gradcheck import GradcheckError
+
+    for index, sample in enumerate(_samples(card, torch.float64, requires_grad=True)):
         positions = _differentiable(sample)
         if not positions:
             continue
@@ -97,9 +142,51 @@ def check_gradcheck(card) -> None:
             return card.call(*args, **sample.kwargs)
 
         inputs = tuple(sample.args[p] for p in positions)
-        assert torch.autograd.gradcheck(fn, inputs), f"{card.name}: gradcheck failed on {sample!r}"
+        try:
+            torch.autograd.gradcheck(fn, inputs)
+        except GradcheckError as error:
+            raise AssertionError(_gradcheck_failure(card, index, sample, positions, fn)) from error
 
 
+def _gradcheck_failure(card, index: int, sample, positions: list[int], fn) -> str:
+    """Which of the sample's inputs fail gradcheck alone (the others held
+    fixed), for :func:`check_gradcheck`'s message."""
+    from torch.autograd.gradcheck import GradcheckError
+
+    try:
+        spec_inputs = [i["name"] for i in _spec(card)["inputs"]]
+    except (AssertionError, KeyError):
+        spec_inputs = []
+
+    def name(position: int) -> str:
+        if position < len(spec_inputs):
+            return f"'{spec_inputs[position]}' (argument {position})"
+        return f"argument {position}"
+
+    wrong, right = [], []
+    for i, position in enumerate(positions):
+        fixed = [sample.args[p].detach() for p in positions]
+
+        def alone(tensor, i=i, fixed=fixed):
+            return fn(*fixed[:i], tensor, *fixed[i + 1 :])
+
+        try:
+            torch.autograd.gradcheck(alone, (sample.args[position],))
+        except GradcheckError:
+            wrong.append(name(position))
+        else:
+            right.append(name(position))
+    label = f"sample {index} ({sample!r})" if repr(sample) else f"sample {index}"
+    if wrong:
+        what = f"the gradient of {', '.join(wrong)} differs from the numerical one"
+        if right:
+            what += f" (those of {', '.join(right)} agree)"
+    else:
+        what = "the gradients differ from the numerical ones only with all inputs together"
+    return f"{card.namespace}::{card.name}: gradcheck failed on {label}, float64: {what}"
+
+
+@_guarded
 def check_compile(card) -> None:
     torch._dynamo.reset()
     compiled = torch.compile(card.call, fullgraph=True, dynamic=True)
@@ -140,6 +227,7 @@ def export_sample(card, sample=None, *, route: str, dynamo: bool = True, opset: 
     return proto, module, inputs
 
 
+@_guarded
 def check_export(card, *, route: str, dynamo: bool = True, opset: int = 18) -> None:
     """Exports the op's typical sample by ``route``: the checker passes, the
     custom route has exactly the op's node with the spec's attributes, the
@@ -243,6 +331,7 @@ def single_node_model(card, sample, dtypes: dict[int, Any] | None = None):
     return model, feeds
 
 
+@_guarded
 def check_bad_input(card) -> None:
     from opbridge.runtimes.onnxruntime import InferenceSession
 

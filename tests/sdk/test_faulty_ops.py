@@ -1,0 +1,292 @@
+"""A user's library that is wrong: shape rules that disagree with their
+kernels (output guards: OPBRIDGE_CHECK=1 and opbridge.testing), and a library
+whose torch namespace or operators are taken (refused before registering).
+
+Every case runs in a process of its own, so that a crash (heap corruption,
+an abort) fails its test instead of the test run. The operators are those of
+faulty_ops/ (one JIT build, cached by content under build/test-jit)."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from opbridge._library import native_dir
+
+from paths import ROOT
+
+SOURCES = sorted((Path(__file__).resolve().parent / "faulty_ops").glob("*.cpp"))
+
+
+def _sdk_digest() -> str:
+    """The installed SDK's sources and CMake package: a build of faulty_ops
+    with another SDK is another cache entry."""
+    digest = hashlib.sha256()
+    for folder in (native_dir() / "sdk" / "csrc", native_dir() / "share" / "cmake"):
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+# Allocates and frees after the faulty calls: heap corruption shows here.
+_CHURN = """
+for _ in range(100):
+    kept = [torch.randn(64, 64) for _ in range(20)]
+print("churned")
+"""
+
+
+def _python(code: str, churn: bool = False, env: dict | None = None) -> subprocess.CompletedProcess:
+    """Runs ``code`` (then _CHURN) in a Python process of its own."""
+    return subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code) + (_CHURN if churn else "")],
+        capture_output=True,
+        text=True,
+        env=os.environ if env is None else env,
+        check=False,
+        timeout=600,
+    )
+
+
+_CHECK = {**os.environ, "OPBRIDGE_CHECK": "1"}
+
+
+def _clean(result: subprocess.CompletedProcess) -> str:
+    """The process's stdout, after checking that it exited cleanly."""
+    assert result.returncode == 0, (
+        f"exit status {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    )
+    return result.stdout
+
+
+@pytest.fixture(scope="module")
+def faulty() -> Path:
+    """The faulty_ops extension module (built in a process of its own)."""
+    sources = [str(s) for s in SOURCES]
+    root = ROOT / "build" / "test-jit" / _sdk_digest()
+    for stale in root.parent.glob("*"):  # builds with an SDK since changed
+        if stale != root:
+            shutil.rmtree(stale, ignore_errors=True)
+    out = _clean(
+        _python(
+            f"""
+            import opbridge.build
+            library = opbridge.build.load(
+                "faulty_ops", {sources!r}, onnx_domain="com.example.faulty",
+                build_directory={str(root)!r})
+            print(library.path)
+            """
+        )
+    )
+    return Path(out.strip().splitlines()[-1])
+
+
+def test_a_shape_rule_smaller_than_the_kernel_writes_is_an_error(faulty):
+    out = _clean(
+        _python(
+            f"""
+            import torch, opbridge
+            opbridge.load_library({str(faulty)!r})
+            from onnx import TensorProto, helper
+            x = torch.randn(64, 64)
+            node = helper.make_node("ShortShape", ["x"], ["y"], domain="com.example.faulty")
+            graph = helper.make_graph(
+                [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 64])],
+                [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+            model = helper.make_model(graph, opset_imports=[
+                helper.make_opsetid("", 18), helper.make_opsetid("com.example.faulty", 1)])
+            model.ir_version = 10
+            session = opbridge.ort.InferenceSession(model)
+            for name, call in [
+                ("eager", lambda: torch.ops.faulty_ops.short_shape(x)),
+                ("out", lambda: torch.ops.faulty_ops.short_shape.out(x, out=torch.empty(0))),
+                ("ort", lambda: session.run(None, {{"x": x.numpy()}})),
+            ]:
+                try:
+                    call()
+                except Exception as error:  # RuntimeError; ONNX Runtime's Fail
+                    print(name, "|", str(error).splitlines()[0])
+                else:
+                    print(name, "| no error")
+            """,
+            churn=True,
+            env=_CHECK,
+        )
+    )
+    assert "churned" in out
+    wrote = (
+        "the kernel wrote past the end of output 'y': its shape rule gives float32 [64, 1] "
+        "(256 bytes), the kernel wrote 16384 bytes (16128 bytes past its end), as many as "
+        "input 'x' (float32 [64, 64])"
+    )
+    assert f"eager | faulty_ops::short_shape: {wrote}" in out, out
+    assert f"out | faulty_ops::short_shape.out: {wrote}" in out, out
+    ort = "faulty_ops::short_shape (ONNX com.example.faulty::ShortShape): " + wrote
+    assert ort in out.split("ort |")[1].splitlines()[0], out
+
+
+def test_b_a_shape_rule_with_the_wrong_dtype_is_an_error(faulty):
+    # float64 x: the kernel writes 8 bytes per element into a float32 y (the
+    # heap corruption behind the crash after the dtype mismatch); float32 x
+    # into a float64 y: half of y left unwritten.
+    out = _clean(
+        _python(
+            f"""
+            import torch, opbridge
+            opbridge.load_library({str(faulty)!r})
+            for name, dtype in [("narrow_dtype", torch.float64), ("wide_dtype", torch.float32)]:
+                try:
+                    getattr(torch.ops.faulty_ops, name)(torch.randn(8, 4, dtype=dtype))
+                except RuntimeError as error:
+                    print(name, "|", str(error).splitlines()[0])
+                else:
+                    print(name, "| no error")
+            """,
+            churn=True,
+            env=_CHECK,
+        )
+    )
+    assert "churned" in out
+    assert (
+        "narrow_dtype | faulty_ops::narrow_dtype: the kernel wrote past the end of output 'y': "
+        "its shape rule gives float32 [8, 4] (128 bytes), the kernel wrote 256 bytes (128 bytes "
+        "past its end), as many as input 'x' (float64 [8, 4])"
+    ) in out, out
+    assert (
+        "wide_dtype | faulty_ops::wide_dtype: the kernel left the end of output 'y' unwritten: "
+        "its shape rule gives float64 [8, 4] (256 bytes), the kernel wrote only the first "
+        "128 bytes, as many as input 'x' (float32 [8, 4])"
+    ) in out, out
+
+
+def test_a_backward_shape_rule_smaller_than_its_kernel_writes_is_an_error(faulty):
+    out = _clean(
+        _python(
+            f"""
+            import torch, opbridge
+            opbridge.load_library({str(faulty)!r})
+            x = torch.randn(64, 64, requires_grad=True)
+            try:
+                torch.ops.faulty_ops.short_gradient(x).sum().backward()
+            except RuntimeError as error:
+                print("backward |", str(error).splitlines()[0])
+            """,
+            churn=True,
+            env=_CHECK,
+        )
+    )
+    assert "churned" in out
+    assert (
+        "backward | faulty_ops::short_gradient_backward: the kernel wrote past the end of output "
+        "'grad_x': its shape rule gives float32 [1] (4 bytes), the kernel wrote 16384 bytes "
+        "(16380 bytes past its end), as many as input 'grad_y' (float32 [64, 64]) or input 'x'"
+    ) in out, out
+
+
+def test_opbridge_testing_checks_catch_a_wrong_shape_rule_without_opbridge_check(faulty):
+    env = {k: v for k, v in os.environ.items() if k != "OPBRIDGE_CHECK"}
+    code = f"""
+        import torch, opbridge
+        import opbridge.testing as checks
+        from opbridge.ops import Card, Sample
+
+        library = opbridge.load_library({str(faulty)!r})
+
+        def card(name):
+            def samples(dtype=torch.float32, requires_grad=False, *, large=True, seed=0):
+                x = torch.randn(16, 16, dtype=dtype, requires_grad=requires_grad)
+                yield Sample((x,), label="16x16")
+
+            return Card(name=name, namespace="faulty_ops", call=getattr(torch.ops.faulty_ops, name),
+                        standard=None, reference=lambda x: x, samples=samples, bench_inputs=None)
+
+        cases = [
+            ("short_shape", checks.check_reference, {{}}),
+            ("narrow_dtype", checks.check_reference, {{"dtypes": (torch.float64,)}}),
+            ("wide_dtype", checks.check_reference, {{"dtypes": (torch.float32,)}}),
+            ("short_gradient", checks.check_gradcheck, {{}}),
+        ]
+        for name, check, kwargs in cases:
+            try:
+                check(card(name), **kwargs)
+            except RuntimeError as error:
+                print(name, "|", str(error).splitlines()[0])
+            else:
+                print(name, "| passed")
+        # The guards are on only for the checks.
+        print("guards after the checks:", library.module.output_guards_enabled())
+        """
+    result = _python(code, churn=True, env=env)
+    out = _clean(result)
+    assert "churned" in out and "guards after the checks: False" in out, out
+    past = "the kernel wrote past the end of output 'y'"
+    assert f"short_shape | faulty_ops::short_shape: {past}" in out, out
+    assert f"narrow_dtype | faulty_ops::narrow_dtype: {past}" in out, out
+    unwritten = "the kernel left the end of output 'y' unwritten"
+    assert f"wide_dtype | faulty_ops::wide_dtype: {unwritten}" in out, out
+    assert (
+        "short_gradient | faulty_ops::short_gradient_backward: the kernel wrote past the end of "
+        "output 'grad_x'"
+    ) in out, out
+
+
+def test_c_a_second_library_of_a_taken_namespace_is_refused_before_registering(faulty, tmp_path):
+    # A copy of the module under another name (twin.cpp gives it its entry
+    # point): a second library of the same namespace and operator names.
+    twin = tmp_path / faulty.name.replace("faulty_ops_torch", "faulty_twin")
+    shutil.copyfile(faulty, twin)
+    out = _clean(
+        _python(
+            f"""
+            import sys, opbridge
+            opbridge.load_library({str(faulty)!r})
+            try:
+                opbridge.load_library({str(twin)!r})
+            except ValueError as error:
+                print("refused |", error)
+            print("twin registered:", sys.modules["faulty_twin"].operators_registered())
+            """
+        )
+    )
+    assert (
+        f"refused | opbridge.load_library: refused library 'faulty_ops' ({twin}): torch namespace "
+        "'faulty_ops' (and its operators faulty_ops::narrow_dtype, faulty_ops::short_gradient, "
+        "faulty_ops::short_shape, faulty_ops::wide_dtype) is already held by library "
+        f"'faulty_ops' ({faulty}); none of its operators was registered"
+    ) in out, out
+    assert "twin registered: False" in out, out
+
+
+def test_c_a_library_with_an_operator_torch_has_registers_none_of_its_operators(faulty):
+    out = _clean(
+        _python(
+            f"""
+            import torch, opbridge
+            fragment = torch.library.Library("faulty_ops", "FRAGMENT")
+            fragment.define("wide_dtype(Tensor x) -> Tensor")
+            try:
+                opbridge.load_library({str(faulty)!r})
+            except ValueError as error:
+                print("refused |", error)
+            print("short_shape registered:", hasattr(torch.ops.faulty_ops, "short_shape"))
+            # Once the operator is gone, the same library loads.
+            fragment._destroy()
+            library = opbridge.load_library({str(faulty)!r})
+            x = torch.randn(3, 4)
+            print("loaded:", torch.equal(torch.ops.faulty_ops.short_gradient(x), x))
+            """
+        )
+    )
+    assert (
+        f"refused | opbridge.load_library: refused library 'faulty_ops' ({faulty}): PyTorch "
+        "already has faulty_ops::wide_dtype, registered outside opbridge's libraries "
+        "(torch.library or another extension); none of its operators was registered"
+    ) in out, out
+    assert "short_shape registered: False" in out and "loaded: True" in out, out
