@@ -22,11 +22,13 @@
 #
 # It makes <name>_core, the kernels, specs and opbridge's core (an OBJECT
 # library), and one target per adapter in ADAPTERS:
-#   torch  <name>_torch, a Python extension module that registers every spec
-#          with PyTorch (op + backward, CPU/Meta/Autograd) when imported; load
-#          it with opbridge.load_library(path);
+#   torch  <name>_torch, a Python extension module; opbridge.load_library(path)
+#          imports it and, once its namespace and ops are found free,
+#          registers every spec with PyTorch (op + backward, CPU/Meta/Autograd);
 #   ort    <name>_ort, an ONNX Runtime custom-op library for the domain; it
-#          exports only RegisterCustomOps and links no libonnxruntime.
+#          exports RegisterCustomOps and OpbridgeLibraryInfo /
+#          OpbridgeDomainVersion (ort_adapter/library_info.h, what it
+#          implements, for C++ hosts) and links no libonnxruntime.
 #   openvino  <name>_openvino (lib<name>_openvino.so), an OpenVINO extension
 #          library (core.add_extension): the ONNX frontend's conversion of the
 #          domain's nodes and the ops an IR of them reads back with. Built
@@ -51,6 +53,16 @@ option(OPBRIDGE_WERROR "Treat compiler warnings as errors" OFF)
 set(OPBRIDGE_COMPILE_WARNINGS -Wall -Wextra -Wpedantic -Wshadow -Wnon-virtual-dtor)
 if(OPBRIDGE_WERROR)
   list(APPEND OPBRIDGE_COMPILE_WARNINGS -Werror)
+endif()
+
+# ccache, where installed and the project chose no launcher, for the targets
+# opbridge_add_operator_library makes: opbridge's own sources (the core and
+# the adapters, about two thirds of a library's compile time) compile the same
+# for every library, so a second library, or a rebuild in a fresh build
+# folder, takes them from the cache.
+option(OPBRIDGE_CCACHE "Compile operator libraries through ccache when it is installed" ON)
+if(OPBRIDGE_CCACHE)
+  find_program(OPBRIDGE_CCACHE_PROGRAM ccache)
 endif()
 
 option(OPBRIDGE_CUDA "Compile the operators' CUDA kernels (.cu sources) and register them with both runtimes" OFF)
@@ -267,6 +279,12 @@ function(opbridge_add_operator_library name)
   if(NOT ARG_TORCH_NAMESPACE MATCHES "^[A-Za-z_][A-Za-z0-9_]*$")
     message(FATAL_ERROR "opbridge_add_operator_library(${name}): TORCH_NAMESPACE must be a Python "
                         "identifier, got '${ARG_TORCH_NAMESPACE}'")
+  endif()
+
+  # Function scope: the launcher reaches this library's targets only.
+  if(OPBRIDGE_CCACHE AND OPBRIDGE_CCACHE_PROGRAM AND NOT CMAKE_CXX_COMPILER_LAUNCHER
+     AND NOT DEFINED ENV{CMAKE_CXX_COMPILER_LAUNCHER})
+    set(CMAKE_CXX_COMPILER_LAUNCHER "${OPBRIDGE_CCACHE_PROGRAM}")
   endif()
 
   file(GLOB _sdk_core CONFIGURE_DEPENDS "${OPBRIDGE_SDK_CSRC}/opbridge/*.cpp")

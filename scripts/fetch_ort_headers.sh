@@ -2,7 +2,16 @@
 # Fetches the ONNX Runtime C/C++ headers (Debian trixie's libonnxruntime-dev)
 # into third_party/onnxruntime without touching the system's apt state.
 # The headers are not shipped in the onnxruntime wheel; the custom-op library
-# only needs them (it never links libonnxruntime).
+# only needs them (it never links libonnxruntime). The installed SDK carries
+# them for user libraries and C++ hosts (opbridge::onnxruntime).
+#
+# 1.21 (ORT_API_VERSION 21), below the 1.24 floor, on purpose: a program asks
+# ONNX Runtime for its headers' API version, and every newer release serves
+# it (ONNX Runtime only appends to its API table), so what is built with
+# these runs on every supported release; headers newer than the floor would
+# not (1.30's get no API from 1.24 to 1.29). The custom-op library asks for
+# the floor's version itself (csrc/opbridge/version.h). Debian's are the
+# newest packaged headers not above the floor (docs/guides/cpp-host.md).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DEST="$ROOT/third_party/onnxruntime"

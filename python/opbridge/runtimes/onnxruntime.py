@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ctypes
 import difflib
+import json
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -44,6 +46,24 @@ def get_library_path(library: Library | None = None) -> str:
     """Absolute path of an ONNX Runtime custom-op library: opbridge's own
     (domain ``opbridge``) by default, or that of a loaded ``library``."""
     return _path_of(library or BUILTIN)
+
+
+def library_info(library: Library | None = None) -> dict[str, Any]:
+    """What an ONNX Runtime custom-op library says about itself: its name,
+    version, ONNX domains with the newest version of each it implements, and
+    operators (``OpbridgeLibraryInfo()`` of ``csrc/ort_adapter/library_info.h``,
+    the function a C++ host calls). opbridge's own library by default, or that
+    of a loaded ``library``."""
+    path = get_library_path(library)
+    try:
+        info = ctypes.CDLL(path).OpbridgeLibraryInfo
+    except (OSError, AttributeError) as error:
+        raise RuntimeError(
+            f"{(library or BUILTIN).name}: {path} does not report what it is "
+            f"(OpbridgeLibraryInfo): {error}; rebuild it with this SDK"
+        ) from error
+    info.restype = ctypes.c_char_p
+    return json.loads(info().decode())
 
 
 def session_options(options: Any = None, libraries: list[Library] | None = None):
