@@ -19,8 +19,9 @@ if [[ ! -x "$SCRATCH/bin/python" ]]; then
   python3.11 -m venv "$SCRATCH"
 fi
 # The runtime dependencies at their pins (torch, onnx, onnxruntime, onnxscript,
-# numpy and what they pull), then the wheel itself without dependencies.
-"$SCRATCH/bin/python" -m pip install -q -r <(grep -E '^(torch|onnx|onnxruntime|onnxscript|onnx-ir|numpy|ml_dtypes|protobuf|typing_extensions|packaging|filelock|fsspec|Jinja2|MarkupSafe|networkx|sympy|mpmath|flatbuffers)==' "$ROOT/requirements.txt")
+# numpy and what they pull; byte-compiled when first imported), then the
+# wheel itself without dependencies.
+"$SCRATCH/bin/python" -m pip install -q --no-compile -r <(grep -E '^(torch|onnx|onnxruntime|onnxscript|onnx-ir|numpy|ml_dtypes|protobuf|typing_extensions|packaging|filelock|fsspec|Jinja2|MarkupSafe|networkx|sympy|mpmath|flatbuffers)==' "$ROOT/requirements.txt")
 "$SCRATCH/bin/python" -m pip install -q --force-reinstall --no-deps "${wheel[0]}"
 cd "$(mktemp -d)"
 "$SCRATCH/bin/python" - <<'PY'
@@ -37,6 +38,29 @@ library = opbridge.ort.get_library_path()
 linked = subprocess.run(["ldd", library], capture_output=True, text=True, check=True).stdout
 hwy = [line for line in linked.splitlines() if "libhwy" in line]
 assert hwy and all(site in line for line in hwy), f"Highway not taken from the wheel: {hwy}"
+# Every library of the package finds what it needs beyond the system's base
+# (the list opbridge package --triton uses) inside the scratch environment:
+# in the package itself ($ORIGIN) or in the wheels it depends on (torch,
+# onnxruntime, openvino), never in the system's library folders.
+import glob
+import importlib.util
+
+from opbridge.deploy.triton import BASE_LIBRARIES
+
+for shared in sorted(glob.glob(os.path.join(site, "*.so*"))):
+    if "openvino" in os.path.basename(shared) and importlib.util.find_spec("openvino") is None:
+        continue  # the OpenVINO adapter needs the openvino wheel, not installed here
+    out = subprocess.run(["ldd", shared], capture_output=True, text=True, check=True).stdout
+    for line in out.splitlines():
+        if "=>" not in line:
+            continue
+        name, target = line.split()[0], line.split("=>")[1].split()[0]
+        if name.split(".so")[0] in BASE_LIBRARIES:
+            continue
+        assert target.startswith(sys.prefix), (
+            f"{os.path.basename(shared)} needs {name}, found outside the wheel and its "
+            f"dependencies: {target}"
+        )
 
 x, w = torch.randn(4, 64), torch.rand(64) + 0.5
 y = opbridge.rms_norm(x, w)

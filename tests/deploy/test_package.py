@@ -96,3 +96,39 @@ def test_standard_route_model_needs_no_library_and_static_batch_is_not_batched(t
     assert _blocks(text, "input")[0]["dims"] == list(args[0].shape)
     assert not list((folder / "1").glob("*.so"))
     onnx.checker.check_model(onnx.load(folder / "1" / "model.onnx"))
+
+
+def _ldd(path) -> dict[str, str]:
+    import subprocess
+
+    out = subprocess.run(["ldd", str(path)], capture_output=True, text=True, check=True).stdout
+    return {
+        line.split()[0]: line.split("=>")[1].split()[0] for line in out.splitlines() if "=>" in line
+    }
+
+
+def test_triton_repository_carries_the_shared_libraries_the_op_library_needs(tmp_path):
+    from pathlib import Path
+
+    from opbridge.deploy.triton import BASE_LIBRARIES, triton_repository
+
+    model, x = opbridge.nn.RMSNorm(8).eval(), torch.randn(2, 8)
+    path = tmp_path / "m.onnx"
+    opbridge.onnx.export(model, (x,), path, route="custom", dynamo=False, verbose=False)
+    folder = triton_repository(path, tmp_path / "repo") / "1"
+    source = opbridge.ort.get_library_path()
+    needed = {
+        name: target
+        for name, target in _ldd(source).items()
+        if name.split(".so")[0] not in BASE_LIBRARIES
+    }
+    # This build links Highway's shared library (Debian's libhwy).
+    assert "libhwy.so.1" in needed, needed
+    packaged = sorted(p.name for p in folder.iterdir())
+    assert packaged == sorted({"model.onnx", Path(source).name, *needed})
+    for name, target in needed.items():
+        assert filecmp.cmp(folder / name, target, shallow=False), name
+    # The packaged library's RUNPATH ($ORIGIN) finds them in the folder.
+    resolved = _ldd(folder / Path(source).name)
+    for name in needed:
+        assert Path(resolved[name]).resolve() == (folder / name).resolve(), resolved

@@ -434,3 +434,38 @@ def test_dynamic_batch_makes_dimension_zero_symbolic(dynamo):
 def test_route_is_a_required_keyword():
     with pytest.raises(TypeError, match="route"):
         opbridge.onnx.export(opbridge.nn.RMSNorm(8), (torch.randn(2, 8),))
+
+
+@pytest.mark.parametrize("route", ["custom", "standard"])
+def test_legacy_export_has_no_unused_custom_opset_warning(capfd, route):
+    # torch's C++ exporter writes the warning to stderr for a custom opset the
+    # graph does not use: a model without opbridge nodes, or any standard-route one.
+    capfd.readouterr()
+    proto = opbridge.onnx.export(
+        torch.nn.Linear(4, 4), (torch.randn(2, 4),), route=route, dynamo=False, verbose=False
+    )
+    assert "Custom opset domain" not in capfd.readouterr().err
+    assert [imp.domain for imp in proto.opset_import] == [""]
+
+
+def test_legacy_export_imports_a_library_domain_at_the_library_version(monkeypatch):
+    import dataclasses
+
+    import opbridge.export as export_module
+
+    builtin = export_module.library_for_domain("opbridge")
+    bumped = dataclasses.replace(builtin, domain_version=builtin.domain_version + 2)
+    monkeypatch.setattr(
+        export_module,
+        "library_for_domain",
+        lambda domain: bumped if domain == "opbridge" else None,
+    )
+    proto = opbridge.onnx.export(
+        RmsNormModel(bias=False),
+        (torch.randn(2, 16),),
+        route="custom",
+        dynamo=False,
+        verbose=False,
+    )
+    versions = {imp.domain: imp.version for imp in proto.opset_import}
+    assert versions["opbridge"] == bumped.domain_version

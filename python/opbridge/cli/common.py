@@ -25,6 +25,7 @@ __all__ = [
     "import_modules",
     "int_list",
     "load_factory",
+    "require_libraries",
 ]
 
 FACTORY_FORM = factory.FACTORY_FORM[:-1] + " or 'demo')"
@@ -66,14 +67,53 @@ def add_import_argument(parser: argparse.ArgumentParser) -> None:
 
 def import_modules(names: list[str]) -> None:
     """Imports each module (from sys.path or the current directory); a
-    FactoryError naming ``--import`` and the module when one fails."""
+    FactoryError naming ``--import``, the module and what went wrong when one
+    fails (not found, or an error raised while importing it, such as its
+    library failing to load)."""
     if names and os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.append(os.getcwd())
     for name in names:
         try:
             importlib.import_module(name)
-        except ImportError as error:
-            raise FactoryError(f"--import: {error}") from error
+        except ModuleNotFoundError as error:
+            if (
+                error.name is not None
+                and name != error.name
+                and not name.startswith(error.name + ".")
+            ):
+                raise FactoryError(
+                    f"--import {name}: importing it failed: {type(error).__name__}: {error}"
+                ) from error
+            raise FactoryError(
+                f"--import {name}: no module named {error.name or name!r} (searched sys.path and "
+                f"the current directory, {os.getcwd()}): install the operator library's package "
+                "or run from the folder that holds the module"
+            ) from error
+        except Exception as error:  # the module's own code failed: say which module
+            raise FactoryError(
+                f"--import {name}: importing it failed: {type(error).__name__}: {error}"
+            ) from error
+
+
+# The runtime's advice for a model whose custom domain no loaded library
+# provides, and what it becomes on the command line.
+_LOAD_ADVICE = "opbridge.load_library(path)"
+_IMPORT_ADVICE = "--import MODULE (the Python module of the operator library, which loads it)"
+
+
+def require_libraries(model) -> list:
+    """The loaded operator libraries the ONNX model ``model`` (a path or a
+    ``ModelProto``) needs; a FactoryError when a domain it uses has no
+    loaded library, saying that ``--import`` loads one."""
+    from opbridge.runtimes.onnxruntime import libraries_for
+
+    try:
+        return libraries_for(model)
+    except RuntimeError as error:
+        text = str(error)
+        if _LOAD_ADVICE not in text:
+            raise
+        raise FactoryError(text.replace(_LOAD_ADVICE, _IMPORT_ADVICE)) from error
 
 
 def add_route_argument(parser: argparse.ArgumentParser, help: str, required: bool = False) -> None:

@@ -7,6 +7,7 @@ import importlib.metadata
 import platform
 import sys
 
+from opbridge.cli.common import FactoryError, add_import_argument, import_modules
 from opbridge.runtimes.base import RuntimeCheck as Check
 from opbridge.runtimes.onnxruntime import (
     LOADED_DURING_SMOKE,
@@ -85,11 +86,15 @@ def diagnose() -> tuple[list[tuple[str, str]], list[Check]]:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    del parser  # no options
+    add_import_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
-    del args
+    try:
+        import_modules(getattr(args, "imports", []))
+    except FactoryError as error:
+        print(f"opbridge doctor: {error}", file=sys.stderr)
+        return 2
     facts, checks = diagnose()
     width = max(len(name) for name, _ in facts)
     for name, value in facts:

@@ -7,7 +7,12 @@ import argparse
 import sys
 from pathlib import Path
 
-from opbridge.cli.common import FactoryError, add_import_argument, import_modules
+from opbridge.cli.common import (
+    FactoryError,
+    add_import_argument,
+    import_modules,
+    require_libraries,
+)
 from opbridge.deploy.triton import triton_repository
 
 HELP = "package an ONNX model with its custom-op libraries (a Triton model repository)"
@@ -27,6 +32,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     try:
         import_modules(args.imports)
+        if args.model.is_file():
+            require_libraries(args.model)
         folder = triton_repository(
             args.model,
             args.triton,

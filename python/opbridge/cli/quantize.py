@@ -7,7 +7,13 @@ import argparse
 import os
 from pathlib import Path
 
-from opbridge.cli.common import FactoryError, add_import_argument, build_model, import_modules
+from opbridge.cli.common import (
+    FactoryError,
+    add_import_argument,
+    build_model,
+    import_modules,
+    require_libraries,
+)
 from opbridge.deploy.quantize import _model_inputs, dataset_report, load_samples, quantize
 
 HELP = "int8-quantize an ONNX model with opbridge nodes (ONNX Runtime's quantizer)"
@@ -44,6 +50,11 @@ def run(args: argparse.Namespace) -> int:
         return 2
     try:
         import_modules(args.imports)
+        if args.model.is_file():
+            # Before quantizing: the report counts the library nodes left in
+            # float, and calibration runs them.
+            require_libraries(args.model)
+        torch_model = build_model(args.torch_model, "--torch-model")[0] if args.dataset else None
         result = quantize(
             args.model,
             args.output,
@@ -51,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
             mode="dynamic" if args.dynamic else "static",
             per_channel=args.per_channel,
         )
-    except (ValueError, FileNotFoundError, FactoryError) as error:
+    except (ValueError, FileNotFoundError, RuntimeError, FactoryError) as error:
         print(f"opbridge quantize: {error}", file=sys.stderr)
         return 2
     quantized = sum(v for k, v in result.node_types.items() if "QuantizeLinear" in k)
@@ -60,7 +71,6 @@ def run(args: argparse.Namespace) -> int:
         f"samples): {quantized} Q/DQ nodes, {result.library_nodes} library nodes left in float"
     )
     if args.dataset:
-        torch_model, _ = build_model(args.torch_model)
         torch_model.eval()
         inputs = _model_inputs(os.fspath(args.output))
         try:

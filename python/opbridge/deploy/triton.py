@@ -6,6 +6,10 @@ the model, every custom-op library the model needs (``libopbridge_ort.so``
 and the libraries of other loaded operator libraries whose domains it
 uses), named in ``model_operations { op_library_filename }`` so that
 Triton's ONNX Runtime backend registers them before it loads the model.
+Beside them go the shared libraries those need that are not part of the
+system's base (:data:`BASE_LIBRARIES`; Highway's ``libhwy.so.1`` in a
+build against a shared Highway), found by ``ldd``: the op libraries'
+RUNPATH (``$ORIGIN``) finds them there, on a server that lacks them.
 Inputs and outputs (names, data types, dimensions) come from the model; a
 dynamic first dimension becomes Triton's batch dimension (``max_batch_size``).
 """
@@ -13,9 +17,38 @@ dynamic first dimension becomes Triton's batch dimension (``max_batch_size``).
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import subprocess
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
+
+# Shared libraries every Linux system has (glibc, the loader, the GCC C++
+# runtime), the CUDA driver, and ONNX Runtime itself (the server's backend
+# provides it): never copied into a repository. Matched on the soname up to
+# ".so".
+BASE_LIBRARIES = frozenset(
+    {
+        "linux-vdso",
+        "linux-gate",
+        "ld-linux",
+        "ld-linux-x86-64",
+        "ld-linux-aarch64",
+        "libc",
+        "libm",
+        "libdl",
+        "librt",
+        "libpthread",
+        "libutil",
+        "libresolv",
+        "libmvec",
+        "libstdc++",
+        "libgcc_s",
+        "libcuda",
+        "libonnxruntime",
+    }
+)
 
 # ONNX tensor element type -> Triton data type.
 TRITON_TYPES = {
@@ -131,6 +164,76 @@ def config_pbtxt(
     return "\n".join(lines) + "\n"
 
 
+def _base(soname: str) -> bool:
+    return soname.split(".so")[0] in BASE_LIBRARIES
+
+
+def _ldd(path: Path) -> dict[str, str | None]:
+    """``ldd``'s resolution of every shared library ``path`` needs, directly
+    or through another (its DT_NEEDED entries and theirs): soname -> the file
+    it resolves to here, None when not found. Without ``LD_LIBRARY_PATH``,
+    which a server does not share."""
+    if shutil.which("ldd") is None:
+        raise RuntimeError(
+            f"opbridge package: cannot list the shared libraries {path.name} needs: no ldd on PATH"
+        )
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    result = subprocess.run(["ldd", str(path)], capture_output=True, text=True, env=env)
+    if result.returncode != 0:
+        raise RuntimeError(
+            f"opbridge package: ldd {path} failed: {(result.stderr or result.stdout).strip()}"
+        )
+    found: dict[str, str | None] = {}
+    for line in result.stdout.splitlines():
+        match = re.match(r"\s*(\S+)\s+=>\s+(not found|\S+)", line)
+        if match:
+            name, target = match.groups()
+            found[name] = None if target == "not found" else target
+    return found
+
+
+def dependencies(library: str | os.PathLike) -> dict[str, Path]:
+    """The shared libraries ``library`` needs that are not part of the
+    system's base (:data:`BASE_LIBRARIES`), by soname, as resolved here;
+    a RuntimeError naming one that is not found."""
+    library = Path(library)
+    needed = {}
+    for soname, target in _ldd(library).items():
+        if _base(soname):
+            continue
+        if target is None:
+            raise RuntimeError(
+                f"opbridge package: {library} needs {soname}, which is not found here "
+                "(ldd: not found)"
+            )
+        needed[soname] = Path(target)
+    return needed
+
+
+def _copy_with_dependencies(source: Path, folder: Path) -> list[str]:
+    """Copies an op library and the libraries it needs (:func:`dependencies`)
+    into ``folder``; returns the dependencies' sonames. Warns when the copy's
+    RUNPATH does not find them there (no ``$ORIGIN``)."""
+    shutil.copyfile(source, folder / source.name)
+    needed = dependencies(source)
+    for soname, path in needed.items():
+        shutil.copyfile(path, folder / soname)
+    here = folder.resolve()
+    elsewhere = [
+        f"{soname} => {target}"
+        for soname, target in _ldd(folder / source.name).items()
+        if soname in needed and (target is None or Path(target).resolve().parent != here)
+    ]
+    if elsewhere:
+        warnings.warn(
+            f"opbridge package: {source.name} does not find the libraries copied beside it "
+            f"({', '.join(elsewhere)}): its RUNPATH lacks $ORIGIN (a build-tree library?); "
+            "package the installed one, whose RUNPATH is $ORIGIN",
+            stacklevel=3,
+        )
+    return sorted(needed)
+
+
 def triton_repository(
     model_path: str | os.PathLike,
     repository: str | os.PathLike,
@@ -164,7 +267,7 @@ def triton_repository(
         if library.onnx_domain not in used:
             continue
         source = Path(_path_of(library))
-        shutil.copyfile(source, version / source.name)
+        _copy_with_dependencies(source, version)
         base = Path(mount) / name / "1" if mount else version.resolve()
         paths.append(str(base / source.name))
     text = config_pbtxt(

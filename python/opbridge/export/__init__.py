@@ -534,20 +534,13 @@ def export(
             if dynamic_shapes is not None:
                 kwargs = _legacy_dynamic_axes(args, dynamic_shapes, kwargs)
             buffer = io.BytesIO()
-            torch.onnx.export(
-                model,
-                args,
-                buffer,
-                dynamo=False,
-                opset_version=opset,
-                custom_opsets=(
-                    {lib.onnx_domain: lib.domain_version for lib in libraries()}
-                    if isinstance(route, dict) or _routes.get(route).library_node
-                    else None
-                ),
-                **kwargs,
-            )
+            # No custom_opsets: given a domain the graph turns out not to use,
+            # torch warns "Custom opset domain ... is not used in the model"
+            # (for every model without library nodes); the library domains
+            # the graph does use get their versions here instead.
+            torch.onnx.export(model, args, buffer, dynamo=False, opset_version=opset, **kwargs)
             proto = onnx.load_from_string(buffer.getvalue())
+            _set_library_domain_versions(proto)
     except Exception as error:
         refused = _find_cause(error, ExportError)
         if refused is not None and refused is not error:
@@ -567,6 +560,17 @@ def export(
         else:
             onnx.save(proto, os.fspath(f))
     return proto
+
+
+def _set_library_domain_versions(proto) -> None:
+    """Imports each loaded library's domain at the library's version (the
+    legacy exporter imports a custom domain it is not told of at version 1),
+    in the graph and in its local functions."""
+    for imports in (proto.opset_import, *(f.opset_import for f in proto.functions)):
+        for imp in imports:
+            library = library_for_domain(imp.domain)
+            if library is not None:
+                imp.version = library.domain_version
 
 
 def _finish(proto, route: str | dict, opset: int, avoid: frozenset[str] = frozenset()) -> None:
