@@ -16,8 +16,11 @@ must run without a custom-op library):
 
 The operator takes the fastest candidate that verified (ties go to the route
 listed first in ``PREFERENCE``); a route that fails to export or to verify is
-never chosen. Timing each operator apart keeps the choice about the operator:
-in a whole-model timing the matrix products' run-to-run noise can exceed an
+never chosen. A route that is a candidate for other operators but has no
+form of its own for this one (``ort`` for a card without an ort form) is
+listed unmeasured ("no ort form") rather than left out of the table.
+Timing each operator apart keeps the choice about the operator: in a
+whole-model timing the matrix products' run-to-run noise can exceed an
 operator's whole cost. The choice is deterministic given the timings, and
 reproducible by exporting with ``route=choice.plan``.
 """
@@ -30,12 +33,11 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from opbridge import runtimes
-from opbridge._library import libraries
 from opbridge.export import ExportOptions, export, routes, set_route_resolver
 from opbridge.ops.call import OpCall
+from opbridge.ops.calls import Call, record_calls
 from opbridge.verify import verify
 
 # Tie-break order between candidates of equal time.
@@ -48,25 +50,6 @@ Timer = Callable[[str, str, bytes, dict], float]
 
 
 @dataclass
-class Call:
-    """One distinct call of an operator in the model, and how often it is made."""
-
-    op: str  # "<namespace>::<name>"
-    args: tuple
-    kwargs: dict
-    count: int = 1
-
-    def signature(self) -> str:
-        def text(value):
-            if isinstance(value, torch.Tensor):
-                return f"{str(value.dtype).removeprefix('torch.')}{list(value.shape)}"
-            return repr(value)
-
-        parts = [text(a) for a in self.args] + [f"{k}={text(v)}" for k, v in self.kwargs.items()]
-        return f"({', '.join(parts)})"
-
-
-@dataclass
 class Candidate:
     op: str
     route: str
@@ -74,6 +57,7 @@ class Candidate:
     max_abs_err: float | None = None
     median_ms: float | None = None  # over the model's calls of the op, weighted by count
     detail: str = ""
+    measured: bool = True  # False: not a candidate for this op (``detail`` says why)
 
 
 @dataclass
@@ -96,7 +80,9 @@ class RouteChoice:
                 [
                     c.op,
                     c.route,
-                    "yes" if c.verified else f"no: {c.detail[:60]}",
+                    "yes"
+                    if c.verified
+                    else (f"no: {c.detail[:60]}" if c.measured else f"not measured: {c.detail}"),
                     "-" if c.max_abs_err is None else f"{c.max_abs_err:.2e}",
                     "-" if c.median_ms is None else f"{c.median_ms:.4f}",
                     "<==" if self.plan.get(c.op) == c.route else "",
@@ -115,71 +101,39 @@ class RouteChoice:
         return json.dumps(asdict(self), indent=2)
 
 
-class _Recorder(TorchDispatchMode):
-    """Records each call of a library operator (one entry per distinct call)."""
-
-    def __init__(self, namespaces: set[str]):
-        super().__init__()
-        self.namespaces = namespaces
-        self.calls: dict[tuple, Call] = {}
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        namespace = getattr(func, "namespace", "")
-        if namespace in self.namespaces:
-            op = f"{namespace}::{func._schema.name.split('::')[-1]}"
-            call = Call(op, _detached(args), _detached(kwargs))
-            key = (op, call.signature())
-            if key in self.calls:
-                self.calls[key].count += 1
-            else:
-                self.calls[key] = call
-        return func(*args, **kwargs)
-
-
-def _detached(value):
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone()
-    if isinstance(value, tuple | list):
-        return type(value)(_detached(v) for v in value)
-    if isinstance(value, dict):
-        return {k: _detached(v) for k, v in value.items()}
-    return value
-
-
-def record_calls(model: torch.nn.Module, args: tuple) -> dict[str, list[Call]]:
-    """The distinct calls of every loaded library's operators that
-    ``model(*args)`` makes, by operator (in the order first called)."""
-    recorder = _Recorder({lib.torch_namespace for lib in libraries()})
-    with torch.no_grad(), recorder:
-        model(*args)
-    by_op: dict[str, list[Call]] = {}
-    for call in recorder.calls.values():
-        by_op.setdefault(call.op, []).append(call)
-    return by_op
-
-
 def _one_call(op: str, call: Call) -> OpCall:
     """One call of an operator as a model: its tensors are the inputs."""
     namespace, _, name = op.partition("::")
     return OpCall(getattr(getattr(torch.ops, namespace), name), call.args, call.kwargs)
 
 
-def _candidate_routes(op: str, requires_library: bool) -> list[str]:
+def _candidate_routes(op: str, requires_library: bool) -> tuple[list[str], dict[str, str]]:
     """The routes measured for ``op``: every route that has a form of its
     own for the op's card (the ort route only with an ort form), without
-    those that need a library when ``requires_library`` is False."""
-    from opbridge.ops import UnknownOperatorError, card
+    those that need a library when ``requires_library`` is False; and, by
+    route, why a route that is a candidate for some operator is not one for
+    ``op`` ("no ort form")."""
+    from opbridge.ops import UnknownOperatorError, card, cards
 
     try:
         found = card(op)
     except UnknownOperatorError:
         found = None
-    return [
-        name
+    usable = {
+        name: route
         for name, route in routes.routes().items()
-        if route.own_form(found) and (requires_library or not route.needs_library)
-    ]
+        if requires_library or not route.needs_library
+    }
+    measured = [name for name, route in usable.items() if route.own_form(found)]
+    known = list(cards().values())
+    # A route with a form for no operator at all (the function route) is
+    # never a candidate: nothing to say about it per operator.
+    skipped = {
+        name: f"no {name} form"
+        for name, route in usable.items()
+        if name not in measured and any(route.own_form(c) for c in known)
+    }
+    return measured, skipped
 
 
 def ort_timer(threads: int | None = None) -> Timer:
@@ -289,14 +243,19 @@ def choose(
     choice = RouteChoice(plan={}, requires_library=requires_library, avoid=avoid)
     for op, calls in by_op.items():
         choice.calls[op] = [f"{c.signature()} x{c.count}" for c in calls]
+        candidates, skipped = _candidate_routes(op, requires_library)
         measured = [
             _measure(op, route, calls, opset, dynamo, timer, rtol, atol, runtime, avoid)
-            for route in _candidate_routes(op, requires_library)
+            for route in candidates
         ]
-        choice.candidates += measured
+        unmeasured = [
+            Candidate(op, route, False, detail=why, measured=False)
+            for route, why in skipped.items()
+        ]
+        choice.candidates += measured + unmeasured
         verified = [c for c in measured if c.verified]
         if not verified:
-            reasons = "; ".join(f"{c.route}: {c.detail}" for c in measured)
+            reasons = "; ".join(f"{c.route}: {c.detail}" for c in measured + unmeasured)
             raise RuntimeError(f"opbridge: no route of {op} verifies for this model ({reasons})")
         best = min(verified, key=lambda c: (c.median_ms, _preference(c.route)))
         choice.plan[op] = best.route

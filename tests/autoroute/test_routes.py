@@ -269,6 +269,22 @@ def test_auto_picks_the_fastest_verified_route_per_op():
     assert library_free.plan == {"opbridge::rms_norm": "standard", "opbridge::bias_gelu": "ort"}
 
 
+def test_auto_lists_the_ort_route_unmeasured_for_an_op_without_an_ort_form():
+    from opbridge.autoroute import choose
+
+    model, x = opbridge.nn.LayerNorm(16).eval(), torch.randn(4, 16)
+    choice = choose(model, (x,), dynamo=False, timer=lambda *_: 1.0)
+    by_route = {c.route: c for c in choice.candidates if c.op == "opbridge::layer_norm"}
+    ort = by_route["ort"]
+    assert not ort.measured and not ort.verified and ort.detail == "no ort form"
+    assert ort.median_ms is None and by_route["standard"].measured
+    assert choice.plan["opbridge::layer_norm"] != "ort"
+    (row,) = [line for line in choice.table().splitlines() if " ort " in line]
+    assert "not measured: no ort form" in row
+    # A route with a form for no operator (function) gets no row.
+    assert "function" not in by_route
+
+
 def test_auto_never_picks_a_route_that_fails_verification():
     from opbridge.autoroute import choose
     from opbridge.export import _DECOMPOSITIONS, register_decomposition

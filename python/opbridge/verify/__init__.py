@@ -9,6 +9,12 @@ compares ONNX Runtime with PyTorch:
   PyTorch) against the value the exporter produced for that module (the
   output of the last node in the module's scope, exposed as an extra graph
   output), so the first module whose output diverges is named;
+* operator by operator: every call of a library operator the model makes
+  (``torch.ops.<namespace>.<op>`` of any loaded library, functional calls
+  included) against the value of that call's node in the graph (the library
+  node, or on the standard route the call's decomposition, found by the
+  exporter's node metadata), so the first call that diverges is named with
+  the module that made it (``report.first_divergence_op``);
 * sweeps that expose silent failures: every ONNX Runtime graph optimization
   level (a level whose results differ from ``disable_all`` is a fusion
   problem), batch sizes 1, the export batch and a large one, sequence lengths
@@ -30,6 +36,7 @@ Modules by concern: :mod:`~opbridge.verify.core` (the run),
 :mod:`~opbridge.verify.report`, :mod:`~opbridge.verify.comparison`,
 :mod:`~opbridge.verify.reference` (against a reference model),
 :mod:`~opbridge.verify.structure`, :mod:`~opbridge.verify.layers`,
+:mod:`~opbridge.verify.operators`,
 :mod:`~opbridge.verify.sweeps`, :mod:`~opbridge.verify.formatting` and
 :mod:`~opbridge.verify.cli` (``opbridge verify``).
 """
@@ -45,6 +52,7 @@ from opbridge.verify.comparison import (
 )
 from opbridge.verify.core import SessionFactory, default_session_factory, dynamic_spec, verify
 from opbridge.verify.layers import map_modules
+from opbridge.verify.operators import map_calls
 from opbridge.verify.options import Sweep, VerifyOptions
 from opbridge.verify.report import (
     FAIL,
@@ -62,6 +70,7 @@ from opbridge.verify.report import (
     Cell,
     Check,
     LayerResult,
+    OperatorResult,
     ReferenceLayer,
     ReferenceRun,
     VerificationReport,
@@ -91,6 +100,7 @@ __all__ = [
     "Check",
     "Comparison",
     "LayerResult",
+    "OperatorResult",
     "ReferenceLayer",
     "ReferenceRun",
     "SessionFactory",
@@ -103,6 +113,7 @@ __all__ = [
     "default_session_factory",
     "dynamic_spec",
     "load_inputs",
+    "map_calls",
     "map_modules",
     "verify",
 ]

@@ -22,6 +22,7 @@ from opbridge.runtimes.onnxruntime import InferenceSession, load_model
 from opbridge.verify import reference as against_reference
 from opbridge.verify.comparison import Tolerance, compare
 from opbridge.verify.layers import LayerCheck, Recorder, record
+from opbridge.verify.operators import OperatorCheck
 from opbridge.verify.options import VerifyOptions
 from opbridge.verify.report import (
     FAIL,
@@ -127,7 +128,11 @@ def verify(
     :func:`opbridge.runtimes.names`, default ONNX Runtime): its levels, its
     sessions. ``session_factory(model_bytes, level)`` makes the sessions
     instead (default :func:`default_session_factory` for ONNX Runtime).
-    ``layers=False`` skips the layer-by-layer comparisons.
+    ``layers=False`` skips the layer-by-layer comparisons, those of the
+    modules and those of the library operator calls (``report.operators``:
+    each call of a loaded library's operator against its node's value;
+    ``report.first_divergence_op`` names the first call that diverges and
+    the module that made it).
     """
     runtime = runtimes.get(runtime)
     settings = (options or VerifyOptions()).merged(keywords)
@@ -326,6 +331,7 @@ class _Run:
     reference: torch.nn.Module | None = None
     sessions: dict[str, Any] = field(default_factory=dict)  # level -> session
     layers: LayerCheck | None = None
+    operators: OperatorCheck | None = None  # the calls of library operators
     error_log: list[tuple[str, str]] = field(default_factory=list)  # (where, message)
     failed_cases: set[str] = field(default_factory=set)  # cases PyTorch could not run
     # The library nodes' function bodies (route "function"): a stock ONNX
@@ -350,9 +356,12 @@ class _Run:
                 self.error(f"ONNX Runtime could not load the model at {level}", one_line(error))
         if not layers:
             self.report.layer_mapping = "not run (layers=False)"
+            self.report.operator_mapping = "not run (layers=False)"
             return
-        self.layers, self.report.layer_mapping = LayerCheck.prepare(
-            proto, self.model, args, self.factory, self.base_level
+        self.layers, self.report.layer_mapping, self.report.operator_mapping, self.operators = (
+            LayerCheck.prepare(
+                proto, self.model, args, self.factory, self.base_level, self.report.route
+            )
         )
 
     def open_bodies(self, proto) -> None:
@@ -424,7 +433,7 @@ class _Run:
                         output = self.model(*case.args)
                     recorder = None
                 else:
-                    output, recorder = record(self.model, case.args)
+                    output, recorder = record(self.model, case.args, self._record_calls)
             except Exception as error:
                 self.failed_cases.add(case.label)
                 self.error(f"PyTorch, {case.label}", f"the model failed: {one_line(error)}")
@@ -436,7 +445,7 @@ class _Run:
 
         # Where a level changes the results, compare layer by layer at that level
         # too (exposing module outputs may keep some fusions from happening).
-        if self.layers is not None and self.layers.results:
+        if self.layers is not None and (self.layers.results or self._record_calls):
             for level in self.report.fusion_problems:
                 try:
                     self.layers.sessions[level] = self.factory(self.layers.model_bytes, level)
@@ -449,12 +458,21 @@ class _Run:
                 for case in self.cases:
                     if case.label in self.failed_cases:
                         continue
-                    _, recorder = record(self.model, case.args)
+                    _, recorder = record(self.model, case.args, self._record_calls)
                     self._compare_layers(level, case, recorder)
 
         if self.layers is not None:
             self.report.layers = list(self.layers.results.values())
             self.report.first_divergence = self.layers.first_divergence
+        if self.operators is not None:
+            self.report.operators = self.operators.results
+            first = self.operators.first_divergence
+            self.report.first_divergence_op = first.label if first is not None else None
+
+    @property
+    def _record_calls(self) -> bool:
+        """Whether the layer runs record the calls of library operators too."""
+        return self.layers is not None and self.layers.operators is not None
 
     def _run_reference(self, case: Case, expected: list[np.ndarray]) -> list[np.ndarray] | None:
         """The reference model's outputs on ``case`` (None without a reference,

@@ -15,7 +15,8 @@ from opbridge.verify.structure import shape_text
 
 
 def format_report(report) -> list[str]:
-    """The report's lines: structure, final outputs, sweeps, layers, result."""
+    """The report's lines: structure, final outputs, sweeps, layers, operator
+    calls, result."""
     verdict = "PASS" if report.passed else "FAIL"
     tolerance = f"rtol {report.rtol:g}, atol {report.atol:g}"
     if (report.rtol_float64, report.atol_float64) != (report.rtol, report.atol):
@@ -34,6 +35,7 @@ def format_report(report) -> list[str]:
     lines += [f"WARNING: {w}" for w in report.warnings]
     lines += ["", *_outputs_section(report), "", *_sweeps_section(report), ""]
     lines += _layers_section(report)
+    lines += ["", *_operators_section(report)]
     if report.reference is not None:
         lines += ["", *_reference_section(report)]
     failures = report.failures()
@@ -99,25 +101,28 @@ def _sweeps_section(report) -> list[str]:
     return lines
 
 
+def _result_cells(r, first: bool) -> list[str]:
+    """A layer's or an operator call's row after its name: the ONNX values,
+    the result, the worst comparison's errors and case, the marker."""
+    c = r.worst
+    return [
+        ",".join(r.onnx_values) or "-",
+        _mark(r.status),
+        format_error(c.max_abs_err) if c else "-",
+        format_error(c.max_rel_err) if c else "-",
+        f"{c.cosine:.6f}" if c else "-",
+        r.case if c else r.detail,
+        "<- first divergence" if first else "",
+    ]
+
+
 def _layers_section(report) -> list[str]:
     lines = [f"Layer by layer: {report.layer_mapping}"]
     if report.layers:
         rows = []
         for r in report.layers:
-            c = r.worst
-            marker = "<- first divergence" if r.module == report.first_divergence else ""
-            rows.append(
-                [
-                    r.module,
-                    ",".join(r.onnx_values) or "-",
-                    _mark(r.status),
-                    format_error(c.max_abs_err) if c else "-",
-                    format_error(c.max_rel_err) if c else "-",
-                    f"{c.cosine:.6f}" if c else "-",
-                    r.case if c else r.detail,
-                    marker,
-                ]
-            )
+            first = r.module == report.first_divergence
+            rows.append([r.module, *_result_cells(r, first)])
         lines += _table(
             ["module", "onnx value", "result", "max abs", "max rel", "cosine", "worst case", ""],
             rows,
@@ -127,6 +132,29 @@ def _layers_section(report) -> list[str]:
         lines.append(
             f"first divergence: {report.first_divergence} ({layer.case}, {layer.level}): "
             f"{describe(layer.worst)}"
+        )
+        if report.first_divergence_op:
+            lines.append(
+                f"a library operator call diverges too: first {report.first_divergence_op} "
+                "(operator by operator, below)"
+            )
+    return lines
+
+
+def _operators_section(report) -> list[str]:
+    lines = [f"Operator by operator: {report.operator_mapping}"]
+    if report.operators:
+        rows = []
+        for r in report.operators:
+            first = r.label == report.first_divergence_op
+            rows.append([r.op, str(r.call), r.module or "-", *_result_cells(r, first)])
+        headers = ["operator", "call", "module", "onnx value", "result", "max abs", "max rel"]
+        lines += _table([*headers, "cosine", "worst case", ""], rows)
+    first = report.first_divergence_call
+    if first is not None:
+        lines.append(
+            f"first divergence: {first.label} ({first.case}, {first.level}): "
+            f"{describe(first.worst)}"
         )
     return lines
 

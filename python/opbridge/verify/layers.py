@@ -1,6 +1,8 @@
 """Layer by layer: each named submodule's output in PyTorch (a forward hook)
 against the ONNX value the exporter produced for it (the output of the last
-node in the module's scope, exposed as an extra graph output)."""
+node in the module's scope, exposed as an extra graph output); and in the
+same runs, each call of a library operator against its node's value
+(:mod:`opbridge.verify.operators`)."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import numpy as np
 import torch
 
 from opbridge.verify.comparison import Tolerance, compare, worse
+from opbridge.verify.operators import CallLog, OperatorCheck
 from opbridge.verify.report import FAIL, NOT_APPLICABLE, PASS, LayerResult, one_line
 from opbridge.verify.sweeps import BASE_LEVEL, leaves, to_numpy
 
@@ -59,15 +62,18 @@ def _node_scopes(node) -> list[str] | None:
 class Recorder:
     """Forward hooks on every named submodule; the latest output of each, in
     the order the modules finished (a module called twice keeps its last call).
-    A context manager: the hooks come off on exit."""
+    With ``calls``, also every call of a library operator (``self.calls``, a
+    :class:`~opbridge.verify.operators.CallLog`). A context manager: the hooks
+    come off on exit."""
 
-    def __init__(self, model: torch.nn.Module):
+    def __init__(self, model: torch.nn.Module, calls: bool = False):
         self.outputs: dict[str, list[torch.Tensor]] = {}
         self.handles = [
             module.register_forward_hook(self._hook(name))
             for name, module in model.named_modules()
             if name
         ]
+        self.calls = CallLog(model) if calls else None
 
     def _hook(self, name: str):
         def hook(_module, _args, output):
@@ -79,26 +85,34 @@ class Recorder:
     def close(self) -> None:
         for handle in self.handles:
             handle.remove()
+        self.handles = []
 
     def __enter__(self) -> Recorder:
+        if self.calls is not None:
+            self.calls.__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
+        if self.calls is not None:
+            self.calls.__exit__(*exc)
         self.close()
 
 
-def record(model: torch.nn.Module, args: tuple) -> tuple[Any, Recorder]:
-    """Runs ``model`` on ``args`` with every module's output recorded; returns
-    the model's output and the recorder."""
-    with Recorder(model) as recorder, torch.no_grad():
+def record(model: torch.nn.Module, args: tuple, calls: bool = False) -> tuple[Any, Recorder]:
+    """Runs ``model`` on ``args`` with every module's output recorded (and with
+    ``calls``, every library operator call's); returns the model's output and
+    the recorder."""
+    with Recorder(model, calls) as recorder, torch.no_grad():
         output = model(*args)
     return output, recorder
 
 
 @dataclass
 class LayerCheck:
-    """The model with module outputs exposed, its sessions by level, what maps
-    modules to ONNX values, and the result of each module so far."""
+    """The model with module outputs (and library operator calls' outputs)
+    exposed, its sessions by level, what maps modules to ONNX values, the
+    result of each module so far, and the operator-by-operator check (None
+    without a call of a library operator)."""
 
     model_bytes: bytes
     sessions: dict[str, Any]  # level -> session
@@ -106,6 +120,7 @@ class LayerCheck:
     mapping: dict[str, list[str]]  # module -> ONNX values
     exposed: set[str]  # values the instrumented model outputs
     results: dict[str, LayerResult]
+    operators: OperatorCheck | None = None
 
     @classmethod
     def prepare(
@@ -115,43 +130,70 @@ class LayerCheck:
         args: tuple,
         factory: Callable[[bytes, str], Any],
         base_level: str = BASE_LEVEL,
-    ) -> tuple[LayerCheck | None, str]:
-        """The check for ``proto`` (None where layer by layer cannot run) and
-        the report's line saying what is mapped, or why nothing is."""
+        route: str = "",
+    ) -> tuple[LayerCheck | None, str, str, OperatorCheck | None]:
+        """The check for ``proto`` (None where neither layer by layer nor
+        operator by operator can run), the report's lines saying what is
+        mapped, or why nothing is (for modules, and for operator calls), and
+        the operator calls' check (None without a call; its results fill in
+        as the check runs)."""
         import onnx
 
         mapping = map_modules(proto)
+        layer_line = None
         if mapping is None:
-            return None, (
+            layer_line = (
                 "unavailable: the model carries no exporter scope metadata "
                 f"({SCOPES_KEY}); export with the dynamo exporter to compare layer by layer"
             )
-        _, recorder = record(model, args)
-        order = list(recorder.outputs)
-        torch_types = {}
+        _, recorder = record(model, args, calls=True)
+        found, operator_line = OperatorCheck.prepare(proto, recorder.calls, route)
+        # The calls' results are the report's even where none can be compared.
+        operators = found if found is not None and found.wanted() else None
+        if mapping is None and operators is None:
+            return None, layer_line, operator_line, found
+        order = list(recorder.outputs) if mapping is not None else []
+        mapping = mapping or {}
+        np_types = {}
         for module in order:
             for name, tensor in zip(
                 mapping.get(module, []), recorder.outputs[module], strict=False
             ):
-                np_dtype = to_numpy(tensor[:0] if tensor.dim() else tensor).dtype
-                torch_types[name] = onnx.helper.np_dtype_to_tensor_dtype(np_dtype)
+                np_types[name] = to_numpy(tensor[:0] if tensor.dim() else tensor).dtype
         wanted = [name for module in order for name in mapping.get(module, [])]
-        instrumented, exposed = _instrument(proto, wanted, torch_types)
+        if operators is not None:
+            np_types.update(operators.torch_types(recorder.calls))
+            wanted += operators.wanted()
+        torch_types = {n: onnx.helper.np_dtype_to_tensor_dtype(t) for n, t in np_types.items()}
+        instrumented, exposed = _instrument(proto, list(dict.fromkeys(wanted)), torch_types)
         model_bytes = instrumented.SerializeToString()
         try:
             session = factory(model_bytes, base_level)
         except Exception as error:
-            return None, (
+            why = (
                 f"unavailable: ONNX Runtime could not load the model with module outputs "
                 f"exposed ({one_line(error)})"
             )
-        mapped = [m for m in order if mapping.get(m) and set(mapping[m]) <= exposed]
-        check = cls(model_bytes, {base_level: session}, order, mapping, exposed, {})
+            if operators is not None:
+                for result in operators.results:
+                    result.status, result.detail = (
+                        NOT_APPLICABLE,
+                        "the instrumented model did not load",
+                    )
+                operator_line = why
+            return None, layer_line or why, operator_line, found
+        check = cls(model_bytes, {base_level: session}, order, mapping, exposed, {}, operators)
         check.results = {module: check._initial_result(module) for module in order}
-        return check, (
-            f"available: {len(mapped)} of {len(order)} modules mapped to ONNX values "
-            f"(the last node in each module's scope)"
-        )
+        if operators is not None:
+            operators.drop_unexposed(exposed)
+            operator_line = operators.summary()
+        if layer_line is None:
+            mapped = [m for m in order if mapping.get(m) and set(mapping[m]) <= exposed]
+            layer_line = (
+                f"available: {len(mapped)} of {len(order)} modules mapped to ONNX values "
+                f"(the last node in each module's scope)"
+            )
+        return check, layer_line, operator_line, found
 
     def _initial_result(self, module: str) -> LayerResult:
         values = self.mapping.get(module, [])
@@ -172,7 +214,9 @@ class LayerCheck:
         level: str,
     ) -> None:
         """Compares the instrumented model's ``values`` (one run of ``case`` at
-        ``level``) with the module outputs ``recorder`` holds for that case."""
+        ``level``) with the module outputs (and operator calls' outputs)
+        ``recorder`` holds for that case."""
+        done = {}  # ONNX value -> (PyTorch tensor, comparison), for the calls' rows
         for module, result in self.results.items():
             if result.status == NOT_APPLICABLE:
                 continue
@@ -200,10 +244,13 @@ class LayerCheck:
             for name, tensor in zip(names, tensors, strict=True):
                 want = to_numpy(tensor)
                 comparison = compare(name, values[name], want, *tolerance.of(want))
+                done[name] = (tensor, comparison)
                 if worse(result.worst, comparison):
                     result.worst, result.case, result.level = comparison, case, level
                 if not comparison.passed:
                     result.status = FAIL
+        if self.operators is not None and recorder.calls is not None:
+            self.operators.compare(values, recorder.calls, tolerance, case, level, done)
 
     @property
     def first_divergence(self) -> str | None:

@@ -53,6 +53,29 @@ class LayerResult:
 
 
 @dataclass
+class OperatorResult:
+    """One call of a library operator: its output in PyTorch against the ONNX
+    value of the call's node."""
+
+    op: str  # "<namespace>::<name>"
+    call: int  # 1 for the op's first call, 2 for the next, ... (in PyTorch's order)
+    module: str  # the module whose forward made the call ("" for the model's own)
+    onnx_values: list[str]
+    status: str  # pass, fail, or n/a when it could not be compared
+    # The worst comparison over every case and level that ran layer by layer.
+    worst: Comparison | None = None
+    case: str = ""
+    level: str = ""
+    detail: str = ""
+
+    @property
+    def label(self) -> str:
+        """``acme::swiglu_clamp (call 1, in module mlp)``."""
+        where = f"in module {self.module}" if self.module else "in the model's own forward"
+        return f"{self.op} (call {self.call}, {where})"
+
+
+@dataclass
 class ReferenceRun:
     """One input case: the patched PyTorch model's outputs against the reference model's."""
 
@@ -132,6 +155,12 @@ class VerificationReport:
     layer_mapping: str = ""  # "available (...)" or why layer-by-layer did not run
     layers: list[LayerResult] = field(default_factory=list)
     first_divergence: str | None = None
+    # Operator by operator: every call of a library operator (in PyTorch's
+    # order), what maps them to ONNX values, and the first that diverges
+    # (its OperatorResult.label).
+    operator_mapping: str = ""
+    operators: list[OperatorResult] = field(default_factory=list)
+    first_divergence_op: str | None = None
     errors: list[str] = field(default_factory=list)
     # For float64 outputs (the same as rtol/atol when those were given).
     rtol_float64: float = 0.0
@@ -167,6 +196,10 @@ class VerificationReport:
     @property
     def first_divergence_layer(self) -> LayerResult | None:
         return next((r for r in self.layers if r.module == self.first_divergence), None)
+
+    @property
+    def first_divergence_call(self) -> OperatorResult | None:
+        return next((r for r in self.operators if r.label == self.first_divergence_op), None)
 
     @property
     def reference_first_divergence_layer(self) -> ReferenceLayer | None:
@@ -221,6 +254,13 @@ class VerificationReport:
             f"results differ from {self.base_level}"
             for level in self.fusion_problems
         ]
+        calls = [r for r in self.operators if r.status == FAIL]
+        if calls:
+            first = calls[0]
+            lines.append(
+                f"operators: {len(calls)} of {len(self.operators)} calls diverge; first "
+                f"{first.label} ({first.case}, {first.level}): {describe(first.worst)}"
+            )
         diverging = [r for r in self.layers if r.status == FAIL]
         if diverging:
             first = diverging[0]
@@ -262,6 +302,7 @@ class VerificationReport:
         data = {
             f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "onnx_model"
         }
+        data["operators"] = [{**_json_safe(_plain(r)), "label": r.label} for r in self.operators]
         data["opbridge_version"] = VERSION
         data["failures"] = self.failures()
         return _json_safe(data)
