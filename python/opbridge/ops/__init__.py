@@ -15,6 +15,7 @@ from types import ModuleType
 from opbridge._library import specs
 from opbridge.ops._card import (
     Card,
+    Layout,
     Sample,
     UnknownOperatorError,
     builtin_module,
@@ -31,9 +32,11 @@ from opbridge.ops.normalize_image import normalize_image
 from opbridge.ops.rms_norm import rms_norm
 from opbridge.ops.rotary_embedding import rotary_embedding
 from opbridge.ops.scaled_clamp import scaled_clamp
+from opbridge.ops.sharding import install as _install_sharding
 
 __all__ = [
     "Card",
+    "Layout",
     "Sample",
     "UnknownOperatorError",
     "add_layer_norm",
@@ -67,3 +70,7 @@ def decomposition(name: str) -> Callable:
             f"(its card in {found.origin or '?'} has standard=None)"
         )
     return found.standard
+
+
+# DTensor sharding strategies from the cards' layouts, once torch.distributed.tensor is imported.
+_install_sharding()

@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 
@@ -31,6 +31,38 @@ class Sample:
 
     def __repr__(self) -> str:
         return self.label
+
+
+@dataclass(frozen=True)
+class Layout:
+    """How an operator's tensors line up, dimension by dimension: what
+    :mod:`opbridge.ops.sharding` turns into the op's DTensor sharding
+    strategies (those of the op, its ``out=`` overload and its backward op).
+
+    - ``tensors``: one einsum-like layout per tensor, by name: a letter per
+      dimension and at most one ``...`` for any number of leading ones
+      (``"...d"``: rms_norm's ``x``); a tuple of layouts, one per rank, for a
+      tensor that takes several (``("sr", "bsr")``: rotary_embedding's cos).
+      Name the op's inputs and outputs as its spec does (``opbridge.specs()``);
+      the backward's tensors take the layout of the forward tensor they stand
+      for, as the spec's backward says (``GradOfOutput``, ``SavedInput``,
+      ``SavedOutput``, ``InputGradients``: add_rms_norm's one ``grad_sum``
+      is the gradient of ``x`` and ``residual``).
+    - ``whole``: the letters of dimensions an op reduces over or mixes
+      (normalised, rotated): never sharded. Every other letter, and every
+      ``...`` dimension, may be sharded consistently in every tensor that has
+      it.
+    - ``gradients``: only for an op whose backward the spec does not
+      describe (a library built by an earlier SDK, or an op registered
+      without a spec): the forward tensor whose layout each output of the
+      backward op has, in order; empty: output ``k`` is the gradient of
+      forward input ``k``, and a backward input takes the layout of the
+      forward tensor of its name (``grad_<output>``, a saved tensor's).
+    """
+
+    tensors: Mapping[str, str | tuple[str, ...]]
+    whole: str = ""
+    gradients: tuple[str, ...] = ()
 
 
 @dataclass
@@ -61,6 +93,10 @@ class Card:
     - ``namespace``: ``torch.ops.<namespace>.<name>`` holds the operator.
     - ``bench_backward``: whether the benchmark times a forward+backward pass
       (every output gets a gradient of ones).
+    - ``layout``: how the op's tensors line up (:class:`Layout`), or a
+      function of the op's attributes (by name) returning one, for the
+      op's DTensor sharding strategies; None: every tensor replicated (always
+      correct, never sharded).
     """
 
     name: str
@@ -75,6 +111,7 @@ class Card:
     namespace: str = BUILTIN_NAMESPACE
     bench_backward: bool = True
     forms: dict[str, Callable] = field(default_factory=dict)
+    layout: Layout | Callable[..., Layout] | None = None
     # Where the card is defined (a file or module), for messages; filled in
     # when the card is loaded or registered.
     origin: str = ""
@@ -104,6 +141,8 @@ class UnknownOperatorError(KeyError):
 
 
 _REGISTERED: dict[str, Card] = {}
+# Called with every card register_card takes (opbridge.ops.sharding's).
+_ON_REGISTER: list[Callable[[Card], None]] = []
 
 
 def _module_file(module_name: str) -> str:
@@ -169,6 +208,8 @@ def register_card(card: Card) -> Card:
     if not card.origin:
         caller = sys._getframe(1).f_globals
         card.origin = caller.get("__file__") or _guess_origin(card)
+    for hook in _ON_REGISTER:  # may refuse the card (a layout that does not fit its op)
+        hook(card)
     _REGISTERED[card.qualified_name] = card
     return card
 

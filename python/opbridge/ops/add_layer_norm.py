@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from opbridge.ops._card import Card, Sample
+from opbridge.ops._card import Card, Layout, Sample
 from opbridge.ops._inputs import bench_generator, bench_randn, bench_weight, make, with_grad
 from opbridge.ops.builder import Builder
 from opbridge.ops.contrib import skip_normalization
@@ -120,4 +120,11 @@ CARD = Card(
     bench_inputs=bench_inputs,
     composite=composite,
     builtin=builtin,
+    layout=Layout(
+        {
+            **dict.fromkeys(("x", "residual", "out", "residual_out"), "...d"),
+            **dict.fromkeys(("weight", "bias"), "d"),
+        },
+        whole="d",
+    ),
 )

@@ -7,7 +7,7 @@ import math
 import torch
 import torch.nn.functional as F
 
-from opbridge.ops._card import Card, Sample
+from opbridge.ops._card import Card, Layout, Sample
 from opbridge.ops._inputs import bench_generator, bench_randn, make, with_grad
 from opbridge.ops.builder import Builder
 
@@ -116,4 +116,5 @@ CARD = Card(
     bench_inputs=bench_inputs,
     composite=composite,
     builtin=builtin,
+    layout=Layout({"x": "...d", "bias": "d", "y": "...d"}),
 )

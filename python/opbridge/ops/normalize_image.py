@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
-from opbridge.ops._card import Card, Sample
+from opbridge.ops._card import Card, Layout, Sample
 from opbridge.ops._inputs import bench_generator
 from opbridge.ops.builder import Builder
 
@@ -113,6 +113,13 @@ def composite(image, mean, std, channels_last_in=True):
     return (x / 255.0 - m) / s
 
 
+def layout(channels_last_in=True, **_):
+    """The image ``[N, H, W, C]`` or ``[N, C, H, W]`` to ``[N, C, H, W]``: the
+    channel indexes mean and std, whole; batch and rows and columns shard."""
+    image = "nhwc" if channels_last_in else "nchw"
+    return Layout({"image": image, "y": "nchw"}, whole="c")
+
+
 CARD = Card(
     name="normalize_image",
     call=normalize_image,
@@ -122,4 +129,5 @@ CARD = Card(
     bench_inputs=bench_inputs,
     composite=composite,
     bench_backward=False,  # uint8 input
+    layout=layout,
 )

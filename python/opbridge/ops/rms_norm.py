@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from opbridge.ops._card import Card, Sample
+from opbridge.ops._card import Card, Layout, Sample
 from opbridge.ops._inputs import bench_generator, bench_randn, bench_weight, make, with_grad
 from opbridge.ops.builder import Builder
 
@@ -120,4 +120,5 @@ CARD = Card(
     bench_inputs=bench_inputs,
     composite=composite,
     builtin=builtin,
+    layout=Layout({"x": "...d", "weight": "d", "bias": "d", "y": "...d"}, whole="d"),
 )

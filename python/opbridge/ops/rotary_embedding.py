@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from opbridge.ops._card import Card, Sample
+from opbridge.ops._card import Card, Layout, Sample
 from opbridge.ops._inputs import bench_generator, bench_randn, make, with_grad
 from opbridge.ops.builder import Builder
 
@@ -295,4 +295,9 @@ CARD = Card(
     samples=samples,
     bench_inputs=bench_inputs,
     composite=composite,
+    # x [batch, seq, heads, head_dim]; cos/sin [seq, half] or [batch, seq, half]
+    # (batch 1 broadcasts). head_dim and half are rotated: whole.
+    layout=Layout(
+        {"x": "bshk", "cos": ("sr", "bsr"), "sin": ("sr", "bsr"), "y": "bshk"}, whole="kr"
+    ),
 )

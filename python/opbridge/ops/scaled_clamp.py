@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from opbridge.ops._card import Card, Sample
+from opbridge.ops._card import Card, Layout, Sample
 from opbridge.ops._inputs import bench_generator, bench_randn, make, with_grad
 from opbridge.ops.builder import Builder
 
@@ -75,4 +75,5 @@ CARD = Card(
     bench_inputs=bench_inputs,
     composite=composite,
     builtin=builtin,
+    layout=Layout({"x": "...", "y": "..."}),
 )
