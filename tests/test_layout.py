@@ -28,6 +28,19 @@ def test_old_module_names_are_the_moved_modules(old, new):
     assert moved.__spec__.name == new  # the module keeps its own spec
 
 
+def test_former_module_names_are_attributes_imported_on_first_use():
+    """``opbridge.openvino.compile_model(...)`` after a bare ``import opbridge``
+    (a fresh process: another test may have imported it already)."""
+    code = (
+        "import sys, opbridge\n"
+        "assert 'openvino' not in sys.modules and 'opbridge.sdk.testing' not in sys.modules\n"
+        "assert opbridge.openvino is sys.modules['opbridge.runtimes.openvino']\n"
+        "assert opbridge.testing is sys.modules['opbridge.sdk.testing']\n"
+        "assert not hasattr(opbridge, 'no_such_module')\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
 def test_documented_names_keep_working():
     import opbridge.testing
 

@@ -79,3 +79,15 @@ __all__ = [
     "unpatch",
     "verify",
 ]
+
+
+def __getattr__(name: str):
+    """The modules kept under their former names (``opbridge.openvino``,
+    ``opbridge.testing``, ...) as attributes, imported on first use: OpenVINO
+    and the SDK's test helpers cost nothing until a program reaches for them."""
+    moved = _aliases.MOVED.get(f"{__name__}.{name}")
+    if moved is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return importlib.import_module(f"{__name__}.{name}")
