@@ -12,22 +12,98 @@ import opbridge.testing as checks
 from opbridge.ops import card, cards
 
 BUILTIN = [q for q in cards() if q.startswith("opbridge::")]
+# Attribute values the built-in kernels refuse (their shape rules' checks).
+INVALID_ATTRS = {
+    "opbridge::bias_gelu": {"approximate": ["sigmoid"]},
+    "opbridge::normalize_image": {"std": [[0.0], [float("nan")]]},
+}
 
 
 @pytest.mark.parametrize("qualified", BUILTIN)
 def test_bad_input_check_passes_for_builtin_ops(qualified):
-    checks.check_bad_input(card(qualified))
+    checks.check_bad_input(card(qualified), INVALID_ATTRS.get(qualified))
 
 
+@pytest.mark.parametrize("qualified", BUILTIN)
+def test_builtin_ops_take_every_floating_dtype_and_match_their_reference_in_16_bits(qualified):
+    assert checks.supported_dtypes(card(qualified)) == checks.FLOATING_DTYPES
+    checks.check_reference(card(qualified), dtypes=checks.HALF_DTYPES)
+
+
+def test_bad_inputs_cover_each_kind_the_op_has():
+    whats = [bad.what for bad in checks.bad_inputs(card("rms_norm"))]
+    assert whats == ["int32 x", "float64 weight with a float32 x"]
+    # One tensor input: no mixed dtypes; the invalid values asked for.
+    whats = [bad.what for bad in checks.bad_inputs(card("normalize_image"), {"std": [[0.0]]})]
+    assert whats == ["int32 image", "std=[0.0]"]
+    with pytest.raises(AssertionError, match=r"invalid_attrs names 'eps', not one of"):
+        checks.bad_inputs(card("scaled_clamp"), {"eps": [0.0]})
+
+
+def _refusing(base, dtype, message):
+    """``base`` with a call that raises ``message`` for an input of ``dtype``."""
+
+    def call(x, *args, **kwargs):
+        if x.dtype == dtype:
+            raise RuntimeError(message)
+        return base.call(x, *args, **kwargs)
+
+    return dataclasses.replace(base, call=call)
+
+
+def test_a_dtype_refused_naming_the_first_input_is_unsupported_and_checked_in_both_runtimes():
+    base = card("scaled_clamp")
+    refusing = _refusing(
+        base,
+        torch.float16,
+        "opbridge::scaled_clamp (ONNX opbridge::ScaledClamp): argument 'x' must be float32, "
+        "float64 or bfloat16, got float16",
+    )
+    assert checks.supported_dtypes(refusing) == (torch.float32, torch.float64, torch.bfloat16)
+    bad = [b for b in checks.bad_inputs(refusing) if b.what == "float16 x"]
+    assert len(bad) == 1 and bad[0].sample.args[0].dtype == torch.float16
+    # PyTorch refuses it; the ONNX Runtime kernel (the real one) takes it.
+    with pytest.raises(AssertionError, match="float16 x was accepted in ONNX Runtime"):
+        checks.check_refused(refusing, bad[0])
+
+
+def test_any_other_error_at_a_dtype_surfaces():
+    broken = _refusing(card("scaled_clamp"), torch.bfloat16, "the kernel crashed")
+    with pytest.raises(RuntimeError, match="the kernel crashed"):
+        checks.supported_dtypes(broken)
+
+
+def test_bad_input_check_fails_when_the_op_takes_it():
+    base = card("scaled_clamp")
+    # The reference takes an int32 x.
+    with pytest.raises(AssertionError, match="int32 x was accepted in PyTorch"):
+        checks.check_bad_input(dataclasses.replace(base, call=base.reference))
+    # A valid value named as invalid.
+    with pytest.raises(AssertionError, match=r"scale=2\.0 was accepted in PyTorch"):
+        checks.check_bad_input(base, {"scale": [2.0]})
+
+
+def test_export_cases_are_every_route_both_exporters_and_opsets_18_and_23():
+    from opbridge.export.routes import routes
+
+    cases = checks.export_cases()
+    assert {route for route, _, _ in cases} == set(routes()) >= {"ort", "function"}
+    for route in routes():
+        assert [(d, o) for r, d, o in cases if r == route] == [(True, 18), (True, 23), (False, 18)]
+    assert checks.export_case_id(("ort", False, 18)) == "ort-legacy-opset18"
+
+
+@pytest.mark.parametrize("opset", [18, 23])
 @pytest.mark.parametrize("route", ["custom", "standard", "ort", "function"])
-def test_export_check_passes_for_a_builtin_op(route):
-    checks.check_export(card("rms_norm"), route=route, dynamo=True)
+def test_export_check_passes_for_a_builtin_op(route, opset):
+    checks.check_export(card("rms_norm"), route=route, dynamo=True, opset=opset)
 
 
-def test_reference_check_fails_on_a_wrong_reference():
+@pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16], ids=str)
+def test_reference_check_fails_on_a_wrong_reference(dtype):
     wrong = dataclasses.replace(card("scaled_clamp"), reference=lambda x, *a, **k: x)
     with pytest.raises(AssertionError):
-        checks.check_reference(wrong, dtypes=(torch.float64,))
+        checks.check_reference(wrong, dtypes=(dtype,))
 
 
 def test_export_check_fails_on_a_wrong_decomposition():

@@ -5,16 +5,21 @@ Each ``check_*`` function raises ``AssertionError`` (or the error it met)
 when the operator fails it:
 
 - :func:`check_reference`: the op equals its card's pure PyTorch reference
-  on every sample (float32 and float64);
+  on every sample (float32 and float64 by default; any of
+  :func:`supported_dtypes`, within the dtype's :data:`TOLERANCES`);
 - :func:`check_opcheck`: ``torch.library.opcheck`` (schema, fake tensors,
   autograd registration, AOT dispatch) on every sample;
 - :func:`check_gradcheck`: float64 ``gradcheck`` of every differentiable input;
 - :func:`check_compile`: ``torch.compile(fullgraph=True)`` forward and backward;
-- :func:`check_export`: export by a route with either exporter, then ONNX
-  Runtime equal to PyTorch at ``ORT_DISABLE_ALL`` and ``ORT_ENABLE_ALL``,
-  with the node types the route promises;
-- :func:`check_bad_input`: an integer input is refused in PyTorch and in ONNX
-  Runtime with a message naming the operator and the argument.
+- :func:`check_export`: export by a route with either exporter at an opset,
+  then ONNX Runtime equal to PyTorch at ``ORT_DISABLE_ALL`` and
+  ``ORT_ENABLE_ALL``, with the node types the route promises
+  (:func:`export_cases`: every route, exporter and opset to run it at);
+- :func:`check_bad_input`: every :func:`bad_inputs` case (an integer first
+  input, a second tensor input of another floating dtype, a first input of a
+  floating dtype the op does not take, an attribute value the caller names
+  as invalid) is refused in PyTorch and in ONNX Runtime with a message naming
+  the operator and the argument.
 
 Every check calls the op with its library's output guards on (as under
 ``OPBRIDGE_CHECK=1``): a kernel that writes outside an output, or leaves its
@@ -25,16 +30,36 @@ an error naming the op and the output, instead of corrupting memory.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import io
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TypeVar
 
 import numpy as np
 import torch
 
 from opbridge._library import Library, library_for_namespace
+from opbridge.ops import Sample
 from opbridge.ops.call import OpCall
+
+# The floating dtypes an op may take (supported_dtypes tries each), and the
+# tolerance (atol = rtol) check_reference compares the op with its reference
+# at, by dtype: a few units in the last place of the dtype's rounding of O(1)
+# values, as the built-in operators' dtype tests use; the 16-bit dtypes are
+# compared with the reference computed in float64 from the same inputs.
+FLOATING_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+HALF_DTYPES = (torch.float16, torch.bfloat16)
+TOLERANCES = {
+    torch.float32: 1e-5,
+    torch.float64: 1e-5,
+    torch.float16: 2e-3,
+    torch.bfloat16: 1.6e-2,
+}
+# The ai.onnx opsets export_cases gives check_export: the default, and the
+# one where standard forms change (RMSNormalization, RotaryEmbedding), each
+# with the exporters that accept it (opbridge.export.OPSET_RANGES).
+EXPORT_OPSETS = (18, 23)
 
 
 def _library(card) -> Library:
@@ -95,15 +120,63 @@ def _close(actual, expected, atol: float, rtol: float, what: str) -> None:
         )
 
 
+def _dtype_name(dtype: torch.dtype) -> str:
+    """The dtype as the shape rules name it (``float16``)."""
+    return str(dtype).removeprefix("torch.")
+
+
+def _at_dtype(sample, dtype: torch.dtype):
+    """The sample with every floating tensor in ``dtype`` (detached)."""
+
+    def convert(value):
+        if isinstance(value, torch.Tensor) and value.is_floating_point():
+            return value.detach().to(dtype)
+        return value
+
+    return dataclasses.replace(
+        sample,
+        args=tuple(convert(a) for a in sample.args),
+        kwargs={k: convert(v) for k, v in sample.kwargs.items()},
+    )
+
+
+def tolerance(dtype: torch.dtype) -> dict[str, float]:
+    """``{"atol": ..., "rtol": ...}`` of :data:`TOLERANCES` for ``dtype``."""
+    return {"atol": TOLERANCES[dtype], "rtol": TOLERANCES[dtype]}
+
+
 @_guarded
-def check_reference(card, dtypes=(torch.float32, torch.float64), atol=1e-5, rtol=1e-5) -> None:
+def check_reference(
+    card,
+    dtypes=(torch.float32, torch.float64),
+    atol: float | None = None,
+    rtol: float | None = None,
+) -> None:
+    """The op equals its card's reference on every sample at each of
+    ``dtypes``, within ``atol`` / ``rtol`` (by default the dtype's
+    :data:`TOLERANCES`); at a 16-bit dtype the reference runs in float64 on
+    the same inputs."""
     for dtype in dtypes:
+        tol = TOLERANCES.get(dtype, 1e-5)
+        a_tol = tol if atol is None else atol
+        r_tol = tol if rtol is None else rtol
         for sample in _samples(card, dtype, large=True):
+            what = f"{card.namespace}::{card.name} [{sample!r}, {dtype}]"
             expected = card.reference(*sample.args, **sample.kwargs)
             actual = card.call(*sample.args, **sample.kwargs)
-            _close(
-                actual, expected, atol, rtol, f"{card.namespace}::{card.name} [{sample!r}, {dtype}]"
-            )
+            if dtype in HALF_DTYPES:
+                # The outputs' dtypes are the reference's at this dtype; their
+                # values are compared with the reference's in float64.
+                for i, (a, e) in enumerate(
+                    zip(_as_tuple(actual), _as_tuple(expected), strict=True)
+                ):
+                    assert a.dtype == e.dtype, f"{what}, output {i}: dtype {a.dtype}, not {e.dtype}"
+                exact = _at_dtype(sample, torch.float64)
+                expected = card.reference(*exact.args, **exact.kwargs)
+                actual = tuple(
+                    a.double() if a.is_floating_point() else a for a in _as_tuple(actual)
+                )
+            _close(actual, expected, a_tol, r_tol, what)
 
 
 @_guarded
@@ -204,13 +277,69 @@ def check_compile(card) -> None:
             _close(tuple(grads), tuple(ref), 1e-5, 1e-5, f"{card.name} compiled backward")
 
 
-def _typical_sample(card):
-    """The first float32 sample whose tensors are contiguous and at least 1-D."""
-    return next(
+def _typical_samples(card) -> Iterator:
+    """The float32 samples whose tensors are contiguous and at least 1-D."""
+    return (
         s
         for s in _samples(card, torch.float32)
         if all(a.dim() >= 1 and a.is_contiguous() for a in s.args if isinstance(a, torch.Tensor))
     )
+
+
+def _typical_sample(card):
+    """The first float32 sample whose tensors are contiguous and at least 1-D."""
+    return next(_typical_samples(card))
+
+
+def _refuses_dtype(message: str, card, argument: str, dtype: torch.dtype) -> bool:
+    """Whether ``message`` is the op's refusal of ``dtype`` for ``argument``."""
+    return (
+        card.qualified_name in message
+        and f"argument '{argument}'" in message
+        and f"got {_dtype_name(dtype)}" in message
+    )
+
+
+@_guarded
+def supported_dtypes(card) -> tuple[torch.dtype, ...]:
+    """The dtypes of :data:`FLOATING_DTYPES` the op takes: its typical
+    sample (see :func:`export_sample`) is called with its floating tensors in
+    each. An error naming the first input and the dtype (the shape rule's
+    dtype check) means the op does not take it; any other error is raised."""
+    first = _spec(card)["inputs"][0]["name"]
+    sample = _typical_sample(card)
+    taken = []
+    for dtype in FLOATING_DTYPES:
+        call = _at_dtype(sample, dtype)
+        try:
+            card.call(*call.args, **call.kwargs)
+        except RuntimeError as error:
+            if not _refuses_dtype(str(error), card, first, dtype):
+                raise
+        else:
+            taken.append(dtype)
+    return tuple(taken)
+
+
+def export_cases(opsets: Iterable[int] = EXPORT_OPSETS) -> list[tuple[str, bool, int]]:
+    """``(route, dynamo, opset)`` for :func:`check_export`: every registered
+    route (:func:`opbridge.export.routes.routes`), with the dynamo and the
+    legacy exporter, at each of ``opsets`` the exporter accepts
+    (``opbridge.export.OPSET_RANGES``: the legacy exporter stops at 20)."""
+    from opbridge.export import OPSET_RANGES, routes
+
+    cases = []
+    for route in routes.routes():
+        for dynamo in (True, False):
+            low, high = OPSET_RANGES["dynamo" if dynamo else "legacy"]
+            cases += [(route, dynamo, opset) for opset in opsets if low <= opset <= high]
+    return cases
+
+
+def export_case_id(case: tuple[str, bool, int]) -> str:
+    """``custom-dynamo-opset18``: a test id for one of :func:`export_cases`."""
+    route, dynamo, opset = case
+    return f"{route}-{'dynamo' if dynamo else 'legacy'}-opset{opset}"
 
 
 def export_sample(card, sample=None, *, route: str, dynamo: bool = True, opset: int = 18):
@@ -286,9 +415,32 @@ def check_export(card, *, route: str, dynamo: bool = True, opset: int = 18) -> N
                 )
 
 
+def _numpy_dtype(dtype) -> np.dtype:
+    """A numpy dtype, or a torch one as numpy holds it (bfloat16: ml_dtypes')."""
+    if dtype == torch.bfloat16:
+        import ml_dtypes
+
+        return np.dtype(ml_dtypes.bfloat16)
+    if isinstance(dtype, torch.dtype):
+        return torch.empty(0, dtype=dtype).numpy().dtype
+    return np.dtype(dtype)
+
+
+def _numpy(tensor: torch.Tensor) -> np.ndarray:
+    tensor = tensor.detach()
+    if tensor.dtype == torch.bfloat16:
+        return tensor.float().numpy().astype(_numpy_dtype(torch.bfloat16))
+    return tensor.numpy()
+
+
+# ONNX's float, double, float16 and bfloat16 (TensorProto's numbers).
+_FLOATING_ELEM_TYPES = (1, 11, 10, 16)
+
+
 def single_node_model(card, sample, dtypes: dict[int, Any] | None = None):
     """A one-node ONNX model of the op's custom node for ``sample`` (tensor
-    inputs as graph inputs; ``dtypes`` overrides an input's numpy dtype)."""
+    inputs as graph inputs; ``dtypes`` overrides an input's dtype, numpy's or
+    torch's, by position)."""
     from onnx import helper
 
     from opbridge.export.nodes import bind
@@ -303,18 +455,21 @@ def single_node_model(card, sample, dtypes: dict[int, Any] | None = None):
         if value is None:
             names.append("")
             continue
-        array = value.detach().numpy()
+        array = _numpy(value)
         if dtypes and position in dtypes:
-            array = array.astype(dtypes[position])
+            array = array.astype(_numpy_dtype(dtypes[position]))
         feeds[param["name"]] = array
         names.append(param["name"])
         elem = helper.np_dtype_to_tensor_dtype(array.dtype)
         graph_inputs.append(helper.make_tensor_value_info(param["name"], elem, list(array.shape)))
     while names and names[-1] == "":
         names.pop()
-    # Outputs are declared with the sample's first tensor's dtype.
+    # Outputs are declared with the first tensor input's floating dtype (the
+    # sample's when the model gives it another type).
     first = next(v for v in inputs if v is not None)
-    out_type = helper.np_dtype_to_tensor_dtype(first.detach().numpy().dtype)
+    out_type = graph_inputs[0].type.tensor_type.elem_type
+    if out_type not in _FLOATING_ELEM_TYPES:
+        out_type = helper.np_dtype_to_tensor_dtype(_numpy(first).dtype)
     outputs = [helper.make_tensor_value_info(o, out_type, None) for o in spec["outputs"]]
     node = helper.make_node(
         spec["onnx_type"], names, list(spec["outputs"]), domain=library.onnx_domain, **attrs
@@ -331,29 +486,179 @@ def single_node_model(card, sample, dtypes: dict[int, Any] | None = None):
     return model, feeds
 
 
+@dataclasses.dataclass(frozen=True)
+class BadInput:
+    """One call the op must refuse, in PyTorch and in ONNX Runtime, with a
+    message naming the op and ``argument``.
+
+    - ``what``: the case, for messages and test ids (``int32 x``);
+    - ``sample``: the PyTorch call;
+    - ``onnx_sample`` and ``onnx_dtypes``: the one-node ONNX model's call
+      (:func:`single_node_model`) and its inputs' dtypes by position.
+    """
+
+    what: str
+    argument: str
+    sample: Sample
+    onnx_sample: Sample
+    onnx_dtypes: Mapping[int, Any] = dataclasses.field(default_factory=dict)
+
+    def __repr__(self) -> str:
+        return self.what
+
+
+def _with_argument(spec: dict, sample, name: str, value):
+    """The sample with its argument ``name`` (an input or an attribute, by
+    the spec's names) set to ``value``: in place when it is passed by
+    position, as a keyword otherwise."""
+    names = [p["name"] for p in spec["inputs"]] + [a["name"] for a in spec["attrs"]]
+    position = names.index(name)
+    if position < len(sample.args):
+        args = (*sample.args[:position], value, *sample.args[position + 1 :])
+        return dataclasses.replace(sample, args=args)
+    return dataclasses.replace(sample, kwargs={**sample.kwargs, name: value})
+
+
+def bad_inputs(card, invalid_attrs: Mapping[str, Iterable] | None = None) -> list[BadInput]:
+    """The calls :func:`check_bad_input` checks are refused, from the op's
+    typical sample:
+
+    - its first input as int32;
+    - its second tensor input in float64, the first being float32 (from the
+      first such sample that has a second tensor input; none when no sample
+      has one);
+    - its floating inputs in each dtype of :data:`FLOATING_DTYPES` that
+      :func:`supported_dtypes` finds the op does not take;
+    - each value of ``invalid_attrs`` (attribute name -> values the op must
+      refuse, e.g. ``{"cap": [0.0, float("nan")]}``) for its attribute: only
+      the caller knows which values are invalid, so without it there is none.
+    """
+    spec = _spec(card)
+    inputs = [p["name"] for p in spec["inputs"]]
+    attrs = [a["name"] for a in spec["attrs"]]
+    sample = _typical_sample(card)
+    first = sample.args[0]
+    cases = [
+        BadInput(
+            f"int32 {inputs[0]}",
+            inputs[0],
+            _with_argument(spec, sample, inputs[0], torch.ones(first.shape, dtype=torch.int32)),
+            sample,
+            {0: np.int32},
+        )
+    ]
+    from opbridge.export.nodes import bind
+
+    # The first such sample with a second floating tensor input (an optional
+    # one may be absent from the typical sample).
+    for mixed in _typical_samples(card):
+        tensors, _ = bind(spec, mixed.args, mixed.kwargs)
+        second = next(
+            (
+                position
+                for position, value in enumerate(tensors)
+                if position > 0 and isinstance(value, torch.Tensor) and value.is_floating_point()
+            ),
+            None,
+        )
+        if second is not None and tensors[0].dtype == torch.float32:
+            name = inputs[second]
+            cases.append(
+                BadInput(
+                    f"float64 {name} with a float32 {inputs[0]}",
+                    name,
+                    _with_argument(spec, mixed, name, tensors[second].detach().double()),
+                    mixed,
+                    {second: np.float64},
+                )
+            )
+            break
+    tensors, _ = bind(spec, sample.args, sample.kwargs)
+    taken = supported_dtypes(card)
+    floating = [
+        position
+        for position, value in enumerate(tensors)
+        if isinstance(value, torch.Tensor) and value.is_floating_point()
+    ]
+    for dtype in FLOATING_DTYPES:
+        if dtype not in taken:
+            cases.append(
+                BadInput(
+                    f"{_dtype_name(dtype)} {inputs[0]}",
+                    inputs[0],
+                    _at_dtype(sample, dtype),
+                    sample,
+                    dict.fromkeys(floating, dtype),
+                )
+            )
+    for name, values in (invalid_attrs or {}).items():
+        if name not in attrs:
+            raise AssertionError(
+                f"{card.qualified_name}: invalid_attrs names {name!r}, not one of its "
+                f"attributes {attrs}"
+            )
+        for value in values:
+            call = _with_argument(spec, sample, name, value)
+            cases.append(BadInput(f"{name}={value!r}", name, call, call))
+    return cases
+
+
+def _ort_run(session, feeds: dict) -> None:
+    """Runs the session on numpy feeds (bfloat16 ones as OrtValues)."""
+    import onnxruntime
+    from onnx import TensorProto
+
+    bfloat16 = _numpy_dtype(torch.bfloat16)
+    if not any(a.dtype == bfloat16 for a in feeds.values()):
+        session.run(None, feeds)
+        return
+    values = {}
+    for name, array in feeds.items():
+        if array.dtype == bfloat16:
+            bits = np.ascontiguousarray(array).view(np.uint16)
+            values[name] = onnxruntime.OrtValue.ortvalue_from_numpy_with_onnx_type(
+                bits, TensorProto.BFLOAT16
+            )
+        else:
+            values[name] = onnxruntime.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array))
+    session.run_with_ort_values([o.name for o in session.get_outputs()], values)
+
+
 @_guarded
-def check_bad_input(card) -> None:
+def check_refused(card, bad: BadInput) -> None:
+    """``bad`` (one of :func:`bad_inputs`) is refused by the op in PyTorch
+    and by its node in ONNX Runtime, each with an error whose message names
+    the op and the argument."""
     from opbridge.runtimes.onnxruntime import InferenceSession
 
-    spec = _spec(card)
-    first = spec["inputs"][0]["name"]
-    torch_name = f"{card.namespace}::{card.name}"
-    sample = _typical_sample(card)
-    args = list(sample.args)
-    args[0] = torch.ones(args[0].shape, dtype=torch.int32)
+    torch_name = card.qualified_name
+    argument = f"argument '{bad.argument}'"
     try:
-        card.call(*args, **sample.kwargs)
-    except RuntimeError as error:
+        card.call(*bad.sample.args, **bad.sample.kwargs)
+    except (RuntimeError, ValueError) as error:
         message = str(error)
-        assert torch_name in message and f"argument '{first}'" in message, message
+        assert torch_name in message and argument in message, (
+            f"{torch_name}: {bad.what} was refused in PyTorch without naming the op and "
+            f"{argument}: {message}"
+        )
     else:
-        raise AssertionError(f"{torch_name}: an int32 '{first}' was accepted in PyTorch")
-    model, feeds = single_node_model(card, sample, dtypes={0: np.int32})
+        raise AssertionError(f"{torch_name}: {bad.what} was accepted in PyTorch")
+    model, feeds = single_node_model(card, bad.onnx_sample, dtypes=dict(bad.onnx_dtypes))
     buffer = io.BytesIO(model.SerializeToString())
     try:
-        InferenceSession(buffer.getvalue()).run(None, feeds)
+        _ort_run(InferenceSession(buffer.getvalue()), feeds)
     except Exception as error:  # ONNX Runtime's Fail / InvalidArgument
         message = str(error)
-        assert f"argument '{first}'" in message, message
+        assert torch_name in message and argument in message, (
+            f"{torch_name}: {bad.what} was refused in ONNX Runtime without naming the op and "
+            f"{argument}: {message}"
+        )
     else:
-        raise AssertionError(f"{torch_name}: an int32 '{first}' was accepted in ONNX Runtime")
+        raise AssertionError(f"{torch_name}: {bad.what} was accepted in ONNX Runtime")
+
+
+def check_bad_input(card, invalid_attrs: Mapping[str, Iterable] | None = None) -> None:
+    """Every one of :func:`bad_inputs` (``invalid_attrs``: attribute name ->
+    values the op must refuse) is refused (:func:`check_refused`)."""
+    for bad in bad_inputs(card, invalid_attrs):
+        check_refused(card, bad)
