@@ -23,12 +23,25 @@ KEYS = {"op", "shape", "dtype", "threads", "pass", "impl", "median_us", "p99_us"
 
 def test_quick_benchmark_writes_json_table_and_plot(tmp_path, capsys):
     out, png, md = tmp_path / "bench.json", tmp_path / "bench.png", tmp_path / "bench.md"
-    # One size and one thread count: every op, implementation and pass still runs.
+    # One size and one thread count: every op, implementation and pass still
+    # runs; torch.compile (inductor compiles each op anew: seconds apiece)
+    # on one op, in a second run.
     argv = ["bench", "--quick", "--sizes", "small", "--threads", "1"]
-    assert main([*argv, "--json", str(out), "--plot", str(png), "--markdown", str(md)]) == 0
+    others = [impl for impl in bench.IMPLS if impl != "torch_compile"]
+    files = ["--json", str(out), "--plot", str(png), "--markdown", str(md)]
+    assert main([*argv, "--impls", *others, *files]) == 0
     report = json.loads(out.read_text())
     assert report["copy_gbps"] > 0
     results = report["results"]
+    compiled = tmp_path / "compiled.json"
+    one_op = ["--ops", "scaled_clamp", "--no-model", "--impls", "torch_compile"]
+    assert main([*argv, *one_op, "--json", str(compiled)]) == 0
+    compiled_rows = json.loads(compiled.read_text())["results"]
+    assert {(r["op"], r["impl"], r["pass"]) for r in compiled_rows} == {
+        ("scaled_clamp", "torch_compile", "fwd"),
+        ("scaled_clamp", "torch_compile", "fwd+bwd"),
+    }
+    results += compiled_rows
     assert all(set(r) >= KEYS for r in results)
     assert {r["impl"] for r in results} == set(bench.IMPLS)
     assert {r["op"] for r in results} == set(opbridge.specs()) | {"demo_model"}
