@@ -20,7 +20,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -31,6 +30,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests" / "distributed"))
+
+from two_processes import torchrun  # noqa: E402
 
 SIZES = ("dim", "heads", "hidden", "seq", "batch", "blocks")
 
@@ -49,12 +50,6 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--md", default=None, help="also write the Markdown table here")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     return parser.parse_args()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def ddp_step_times(lb, args) -> dict[str, list[float]]:
@@ -192,17 +187,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
         forwarded = [f"--{k}={getattr(args, k)}" for k in (*SIZES, "rounds", "steps", "threads")]
-        command = [
-            sys.executable,
-            "-m",
-            "torch.distributed.run",
-            "--nproc-per-node=2",
-            "--master-addr=127.0.0.1",
-            f"--master-port={free_port()}",
-            __file__,
-            *forwarded,
-            f"--worker={out}",
-        ]
+        command = torchrun(__file__, *forwarded, f"--worker={out}")
         subprocess.run(command, check=True, env={**os.environ, "OMP_NUM_THREADS": "1"})
         result = json.loads(out.read_text())
     text = markdown(args, result)

@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from two_processes import torchrun
 
 HERE = Path(__file__).resolve().parent
 TOLERANCE = 1e-5
@@ -20,25 +19,10 @@ TOLERANCE = 1e-5
 LAUNCH_TIMEOUT_S = 240
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
     out = tmp_path_factory.mktemp("distributed") / "results.json"
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nproc-per-node=2",
-        "--master-addr=127.0.0.1",
-        f"--master-port={free_port()}",
-        str(HERE / "dist_scenarios.py"),
-        str(out),
-    ]
+    command = torchrun(str(HERE / "dist_scenarios.py"), str(out))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "DIST_TIMEOUT": "60"}
     try:
         run = subprocess.run(

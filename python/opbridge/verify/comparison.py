@@ -153,6 +153,18 @@ def compare(name: str, got: Any, want: Any, rtol: float, atol: float) -> Compari
     )
 
 
+def shapes_differ(shapes: list[tuple[tuple, tuple]], where: str) -> str | None:
+    """``shapes``: (in the runtime, in PyTorch) per compared value; the
+    detail of a row that cannot be compared ("shapes differ: ..."), None
+    when every pair agrees."""
+    differ = [(got, want) for got, want in shapes if got != want]
+    if not differ:
+        return None
+    return "shapes differ: " + ", ".join(
+        f"{list(got)} in {where} vs {list(want)} in PyTorch" for got, want in differ
+    )
+
+
 def worse(a: Comparison | None, b: Comparison) -> bool:
     """Whether ``b`` is a worse result than ``a``."""
     if a is None:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from opbridge.verify.comparison import Tolerance, compare, worse
+from opbridge.verify.comparison import Tolerance, compare, shapes_differ, worse
 from opbridge.verify.operators import CallLog, OperatorCheck
 from opbridge.verify.report import FAIL, NOT_APPLICABLE, PASS, LayerResult, one_line
 from opbridge.verify.sweeps import BASE_LEVEL, leaves, to_numpy
@@ -231,15 +231,12 @@ class LayerCheck:
             shapes = [
                 (np.shape(values[n]), tuple(t.shape)) for n, t in zip(names, tensors, strict=True)
             ]
-            if any(got != want for got, want in shapes):
+            differ = shapes_differ(shapes, "ONNX Runtime")
+            if differ:
                 # Not this module's tensors (e.g. a model output that the
                 # export dropped): the final outputs are compared elsewhere.
                 result.status = NOT_APPLICABLE
-                result.detail = "shapes differ: " + ", ".join(
-                    f"{list(got)} in ONNX Runtime vs {list(want)} in PyTorch"
-                    for got, want in shapes
-                    if got != want
-                )
+                result.detail = differ
                 continue
             for name, tensor in zip(names, tensors, strict=True):
                 want = to_numpy(tensor)

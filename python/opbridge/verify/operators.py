@@ -31,7 +31,7 @@ import torch
 
 from opbridge._library import libraries
 from opbridge.ops.calls import CallRecorder
-from opbridge.verify.comparison import Comparison, Tolerance, compare, worse
+from opbridge.verify.comparison import Comparison, Tolerance, compare, shapes_differ, worse
 from opbridge.verify.report import FAIL, NOT_APPLICABLE, PASS, OperatorResult
 from opbridge.verify.sweeps import leaves, to_numpy
 
@@ -285,13 +285,10 @@ class OperatorCheck:
                     continue
                 pairs.append((name, call.outputs[index]))
             shapes = [(np.shape(values[n]), tuple(t.shape)) for n, t in pairs]
-            if not pairs or any(got != want for got, want in shapes):
+            differ = shapes_differ(shapes, "the runtime")
+            if not pairs or differ:
                 result.status = NOT_APPLICABLE
-                result.detail = "shapes differ: " + ", ".join(
-                    f"{list(got)} in the runtime vs {list(want)} in PyTorch"
-                    for got, want in shapes
-                    if got != want
-                )
+                result.detail = differ or "shapes differ: "
                 continue
             for name, tensor in pairs:
                 comparison = _already(done.get(name), tensor)
