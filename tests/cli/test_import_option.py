@@ -65,16 +65,33 @@ def test_a_module_that_fails_while_importing_is_named_with_its_error(tmp_path, m
     )
 
 
-@pytest.mark.parametrize("command", ["package", "quantize"])
+# verify reads a saved model with --onnx.
+SAVED_MODEL_ARGS = {**COMMANDS, "verify": ["demo", "--onnx", "m.onnx", "--route", "custom"]}
+
+
+@pytest.mark.parametrize("command", ["package", "quantize", "verify"])
 def test_a_model_of_an_unloaded_library_is_refused_saying_import_loads_it(
     command, tmp_path, monkeypatch, capsys
 ):
     monkeypatch.chdir(tmp_path)
     _user_domain_model(tmp_path / "m.onnx")
-    status = main([command, *COMMANDS[command]])
+    status = main([command, *SAVED_MODEL_ARGS[command]])
     err = capsys.readouterr().err
     assert status == 2, err
     assert "load its library first with --import MODULE" in err
     assert "opbridge.load_library" not in err
     assert err.rstrip().endswith("Unknown domain: 'com.example.myops'")
     assert not (tmp_path / "out.onnx").exists() and not (tmp_path / "repo").exists()
+
+
+def test_verify_of_a_missing_or_unreadable_onnx_file_is_a_one_line_error(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "garbage.onnx").write_bytes(b"not a model")
+    for name, expected in [("missing.onnx", "No such file"), ("garbage.onnx", "not a readable")]:
+        status = main(["verify", "demo", "--onnx", name, "--route", "custom"])
+        err = capsys.readouterr().err
+        assert status == 2, err
+        assert err.startswith("opbridge verify: error: ") and expected in err, err
+        assert "Traceback" not in err

@@ -439,7 +439,7 @@ def test_compare_tolerance_and_special_values():
     other_infinity = compare("y", np.array([-np.inf]), np.array([np.inf]), 1e-5, 1e-5)
     assert not other_infinity.passed
     shape = compare("y", np.zeros((2, 3)), np.zeros((3, 2)), 1e-5, 1e-5)
-    assert not shape.passed and "shape [2, 3] in ONNX Runtime, [3, 2] in PyTorch" in shape.detail
+    assert not shape.passed and "shape [2, 3] in the runtime, [3, 2] in PyTorch" in shape.detail
     same = compare("y", np.array([1.0, -2.0]), np.array([1.0, -2.0]), 0, 0)
     assert same.passed and same.cosine == pytest.approx(1.0) and same.max_rel_err == 0
 

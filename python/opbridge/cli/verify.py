@@ -18,10 +18,11 @@ from opbridge.cli.common import (
     build_model,
     import_modules,
     int_list,
+    require_libraries,
 )
 from opbridge.export import routes
 
-HELP = "prove a model computes the same numbers in PyTorch and ONNX Runtime, layer by layer"
+HELP = "prove a model computes the same numbers in PyTorch and a runtime, layer by layer"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -114,6 +115,8 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         import_modules(args.imports)
+        if args.onnx is not None:
+            require_libraries(args.onnx)
         torch.manual_seed(args.seed)
         model, example = build_model(args.model)
         reference = None
@@ -121,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
             torch.manual_seed(args.seed)
             reference, reference_example = build_model(args.reference, "--reference")
             _check_same_inputs(args, example, reference_example)
-    except FactoryError as error:
+    except (FactoryError, FileNotFoundError, ValueError) as error:
         print(f"opbridge verify: error: {error}", file=sys.stderr)
         return 2
     if args.route is None and args.onnx is None:

@@ -96,7 +96,7 @@ def compare(name: str, got: Any, want: Any, rtol: float, atol: float) -> Compari
         return Comparison(
             name, list(b.shape), False, inf, inf, 0.0, inf, int(b.size),
             _stats(b, b_finite), _stats(a, a_finite),
-            detail=f"shape {list(a.shape)} in ONNX Runtime, {list(b.shape)} in PyTorch",
+            detail=f"shape {list(a.shape)} in the runtime, {list(b.shape)} in PyTorch",
         )  # fmt: skip
     if a.size == 0:
         return Comparison(name, list(b.shape), True, 0.0, 0.0, 1.0, 0.0, 0, None, None)

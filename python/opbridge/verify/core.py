@@ -256,6 +256,7 @@ def verify(
         tolerance=tolerance,
         factory=session_factory or session_factory_of(runtime),
         reference=reference,
+        runtime_label=runtime.label,
     )
     run.open_sessions(proto, args, layers)
     run.open_bodies(proto)
@@ -329,6 +330,7 @@ class _Run:
     tolerance: Tolerance
     factory: SessionFactory
     reference: torch.nn.Module | None = None
+    runtime_label: str = "ONNX Runtime"  # the runtime's name in messages
     sessions: dict[str, Any] = field(default_factory=dict)  # level -> session
     layers: LayerCheck | None = None
     operators: OperatorCheck | None = None  # the calls of library operators
@@ -353,14 +355,21 @@ class _Run:
             try:
                 self.sessions[level] = self.factory(model_bytes, level)
             except Exception as error:
-                self.error(f"ONNX Runtime could not load the model at {level}", one_line(error))
+                where = f"{self.runtime_label} could not load the model at {level}"
+                self.error(where, one_line(error))
         if not layers:
             self.report.layer_mapping = "not run (layers=False)"
             self.report.operator_mapping = "not run (layers=False)"
             return
         self.layers, self.report.layer_mapping, self.report.operator_mapping, self.operators = (
             LayerCheck.prepare(
-                proto, self.model, args, self.factory, self.base_level, self.report.route
+                proto,
+                self.model,
+                args,
+                self.factory,
+                self.base_level,
+                self.report.route,
+                self.runtime_label,
             )
         )
 
@@ -452,7 +461,7 @@ class _Run:
                 except Exception as error:
                     self.error(
                         f"layer by layer at {level}",
-                        f"ONNX Runtime could not load the model: {one_line(error)}",
+                        f"{self.runtime_label} could not load the model: {one_line(error)}",
                     )
                     continue
                 for case in self.cases:
@@ -545,7 +554,9 @@ class _Run:
                 for name, g, e in zip(names, got, expected, strict=False)
             ]
             if len(got) != len(expected):
-                cell.error = f"{len(got)} outputs in ONNX Runtime, {len(expected)} in PyTorch"
+                cell.error = (
+                    f"{len(got)} outputs in {self.runtime_label}, {len(expected)} in PyTorch"
+                )
             cell.status = PASS if all(c.passed for c in comparisons) and not cell.error else FAIL
             cell.max_abs_err = max((c.max_abs_err for c in comparisons), default=0.0)
             cell.max_rel_err = max((c.max_rel_err for c in comparisons), default=0.0)

@@ -131,6 +131,7 @@ class LayerCheck:
         factory: Callable[[bytes, str], Any],
         base_level: str = BASE_LEVEL,
         route: str = "",
+        runtime_label: str = "ONNX Runtime",
     ) -> tuple[LayerCheck | None, str, str, OperatorCheck | None]:
         """The check for ``proto`` (None where neither layer by layer nor
         operator by operator can run), the report's lines saying what is
@@ -171,7 +172,7 @@ class LayerCheck:
             session = factory(model_bytes, base_level)
         except Exception as error:
             why = (
-                f"unavailable: ONNX Runtime could not load the model with module outputs "
+                f"unavailable: {runtime_label} could not load the model with module outputs "
                 f"exposed ({one_line(error)})"
             )
             if operators is not None:
