@@ -9,6 +9,7 @@
 #     [DOMAIN_VERSION <n>]            that domain's opset version     (default 1)
 #     [VERSION <version>]             the library's version           (default PROJECT_VERSION, else 0.0.0)
 #     [TORCH_MODULE_NAME <module>]    the Python module               (default <name>_torch)
+#     [TORCH_LIBRARY_NAME <lib>]      lib<lib>.so for PyTorch         (default <name>_torch)
 #     [ORT_LIBRARY_NAME <lib>]        lib<lib>.so for ONNX Runtime    (default <name>_ort)
 #     [INCLUDE_DIRECTORIES <dir>...]  (the current source dir is always included)
 #     [INSTALL_DESTINATION <dir>]     install the adapters' libraries there
@@ -22,9 +23,14 @@
 #
 # It makes <name>_core, the kernels, specs and opbridge's core (an OBJECT
 # library), and one target per adapter in ADAPTERS:
-#   torch  <name>_torch, a Python extension module; opbridge.load_library(path)
-#          imports it and, once its namespace and ops are found free,
-#          registers every spec with PyTorch (op + backward, CPU/Meta/Autograd);
+#   torch  <name>_torch_library (lib<name>_torch.so), the PyTorch library: every
+#          spec's op + backward with CPU/Meta/Autograd kernels, no Python in
+#          it; it registers them when opbridge_register_torch_operators()
+#          is called (torch_adapter/torch_library.h, for C++ hosts that link
+#          libtorch). And <name>_torch, the Python extension module over it:
+#          opbridge.load_library(path) imports it (which loads the library
+#          from beside it) and, once its namespace and ops are found free,
+#          has it register them;
 #   ort    <name>_ort, an ONNX Runtime custom-op library for the domain; it
 #          exports RegisterCustomOps and OpbridgeLibraryInfo /
 #          OpbridgeDomainVersion (ort_adapter/library_info.h, what it
@@ -127,7 +133,10 @@ function(_opbridge_adapter_ort name out_var)
   set(${out_var} ${name}_ort PARENT_SCOPE)
 endfunction()
 
-# PyTorch: <name>_torch, a Python extension module (torch_adapter/).
+# PyTorch (torch_adapter/): <name>_torch_library, lib<TORCH_LIBRARY_NAME>.so,
+# the operators' registrations and kernels with no Python in it (what a C++
+# host that links libtorch loads); and <name>_torch, the Python extension
+# module, a thin layer that loads that library from beside itself.
 function(_opbridge_adapter_torch name out_var)
   _opbridge_find_torch()
   if(OPBRIDGE_CUDA AND NOT OPBRIDGE_TORCH_CUDA)
@@ -135,29 +144,56 @@ function(_opbridge_adapter_torch name out_var)
                         "${OPBRIDGE_TORCH_VERSION} has no CUDA (or build with ADAPTERS ort)")
   endif()
   file(GLOB _sdk_torch CONFIGURE_DEPENDS "${OPBRIDGE_SDK_CSRC}/torch_adapter/*.cpp")
-  Python3_add_library(${name}_torch MODULE WITH_SOABI ${_sdk_torch} $<TARGET_OBJECTS:${name}_core>)
-  set_target_properties(${name}_torch PROPERTIES OUTPUT_NAME "${ARG_TORCH_MODULE_NAME}" CXX_VISIBILITY_PRESET hidden
-                                                 VISIBILITY_INLINES_HIDDEN ON)
-  target_link_libraries(${name}_torch PRIVATE ${name}_core torch)
-  target_include_directories(${name}_torch SYSTEM PRIVATE "${TORCH_INSTALL_PREFIX}/include")
-  target_compile_options(${name}_torch PRIVATE ${OPBRIDGE_COMPILE_WARNINGS})
+  list(FILTER _sdk_torch EXCLUDE REGEX "/module\\.cpp$")
   # The kernels and the ONNX Runtime library are C++17; the torch adapter
   # compiles with the standard torch's headers require (C++20 from 2.14).
   string(REGEX MATCH "^[0-9]+\\.[0-9]+" _torch_minor "${OPBRIDGE_TORCH_VERSION}")
+
+  set(_library ${name}_torch_library)
+  add_library(${_library} SHARED ${_sdk_torch} $<TARGET_OBJECTS:${name}_core>)
+  set_target_properties(
+    ${_library} PROPERTIES OUTPUT_NAME "${ARG_TORCH_LIBRARY_NAME}" CXX_VISIBILITY_PRESET hidden
+                           VISIBILITY_INLINES_HIDDEN ON LINK_DEPENDS "${OPBRIDGE_SDK_CSRC}/torch_adapter/exports.map")
+  target_link_libraries(${_library} PRIVATE ${name}_core torch)
+  target_include_directories(${_library} SYSTEM PRIVATE "${TORCH_INSTALL_PREFIX}/include")
+  target_compile_options(${_library} PRIVATE ${OPBRIDGE_COMPILE_WARNINGS})
+  # Exports only torch_library.h's and interface.h's C entry points; links
+  # no libpython (--no-undefined: a Python symbol would fail the link).
+  target_link_options(${_library} PRIVATE "-Wl,--no-undefined"
+                      "-Wl,--version-script=${OPBRIDGE_SDK_CSRC}/torch_adapter/exports.map")
+  if(_torch_minor VERSION_GREATER_EQUAL 2.14)
+    set_target_properties(${_library} PROPERTIES CXX_STANDARD 20)
+  endif()
+  if(OPBRIDGE_TORCH_LIBGOMP)
+    target_compile_options(${_library} PRIVATE -fopenmp)
+    target_link_libraries(${_library} PRIVATE "${OPBRIDGE_TORCH_LIBGOMP}")
+  endif()
+  # Installed beside the torch wheel's libraries (site-packages/torch/lib).
+  set_target_properties(${_library} PROPERTIES INSTALL_RPATH "$ORIGIN/../torch/lib")
+
+  # The module: pybind11 (from torch's headers) and the library's table; it
+  # links neither libtorch nor the kernels.
+  Python3_add_library(${name}_torch MODULE WITH_SOABI "${OPBRIDGE_SDK_CSRC}/torch_adapter/module.cpp")
+  set_target_properties(${name}_torch PROPERTIES OUTPUT_NAME "${ARG_TORCH_MODULE_NAME}" CXX_VISIBILITY_PRESET hidden
+                                                 VISIBILITY_INLINES_HIDDEN ON)
+  target_include_directories(
+    ${name}_torch PRIVATE "$<TARGET_PROPERTY:${name}_core,INTERFACE_INCLUDE_DIRECTORIES>")
+  target_include_directories(${name}_torch SYSTEM PRIVATE "${TORCH_INSTALL_PREFIX}/include")
+  # The library's identity, and torch's ABI flags: the table passes std::string.
+  target_compile_definitions(${name}_torch PRIVATE "$<TARGET_PROPERTY:${name}_core,INTERFACE_COMPILE_DEFINITIONS>")
+  target_compile_options(${name}_torch PRIVATE ${OPBRIDGE_COMPILE_WARNINGS}
+                                               "$<TARGET_PROPERTY:torch,INTERFACE_COMPILE_OPTIONS>")
   if(_torch_minor VERSION_GREATER_EQUAL 2.14)
     set_target_properties(${name}_torch PROPERTIES CXX_STANDARD 20)
   endif()
+  target_link_libraries(${name}_torch PRIVATE ${CMAKE_DL_LIBS})
   target_compile_definitions(
     ${name}_torch PRIVATE OPBRIDGE_MODULE_NAME=${ARG_TORCH_MODULE_NAME}
                           OPBRIDGE_ORT_LIBRARY_FILE="lib${ARG_ORT_LIBRARY_NAME}.so"
+                          OPBRIDGE_TORCH_LIBRARY_FILE="lib${ARG_TORCH_LIBRARY_NAME}.so"
                           OPBRIDGE_TORCH_VERSION="${OPBRIDGE_TORCH_VERSION}")
-  if(OPBRIDGE_TORCH_LIBGOMP)
-    target_compile_options(${name}_torch PRIVATE -fopenmp)
-    target_link_libraries(${name}_torch PRIVATE "${OPBRIDGE_TORCH_LIBGOMP}")
-  endif()
-  # torch is imported before the module; the rpath only matters for tools like ldd.
-  set_target_properties(${name}_torch PROPERTIES INSTALL_RPATH "$ORIGIN/../torch/lib")
-  set(${out_var} ${name}_torch PARENT_SCOPE)
+  add_dependencies(${name}_torch ${_library})
+  set(${out_var} ${name}_torch ${_library} PARENT_SCOPE)
 endfunction()
 
 # OpenVINO's CMake package, once per project: OpenVINO_DIR when set, else
@@ -219,7 +255,7 @@ endfunction()
 function(opbridge_add_operator_library name)
   cmake_parse_arguments(
     PARSE_ARGV 1 ARG "NO_TORCH;NO_ORT"
-    "TORCH_NAMESPACE;ONNX_DOMAIN;DOMAIN_VERSION;VERSION;TORCH_MODULE_NAME;ORT_LIBRARY_NAME;INSTALL_DESTINATION"
+    "TORCH_NAMESPACE;ONNX_DOMAIN;DOMAIN_VERSION;VERSION;TORCH_MODULE_NAME;TORCH_LIBRARY_NAME;ORT_LIBRARY_NAME;INSTALL_DESTINATION"
     "SOURCES;INCLUDE_DIRECTORIES;ADAPTERS")
   if(NOT ARG_SOURCES)
     message(FATAL_ERROR "opbridge_add_operator_library(${name}): SOURCES is required")
@@ -275,6 +311,9 @@ function(opbridge_add_operator_library name)
   endif()
   if(NOT ARG_ORT_LIBRARY_NAME)
     set(ARG_ORT_LIBRARY_NAME "${name}_ort")
+  endif()
+  if(NOT ARG_TORCH_LIBRARY_NAME)
+    set(ARG_TORCH_LIBRARY_NAME "${name}_torch")
   endif()
   if(NOT ARG_TORCH_NAMESPACE MATCHES "^[A-Za-z_][A-Za-z0-9_]*$")
     message(FATAL_ERROR "opbridge_add_operator_library(${name}): TORCH_NAMESPACE must be a Python "

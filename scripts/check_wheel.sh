@@ -62,6 +62,14 @@ for shared in sorted(glob.glob(os.path.join(site, "*.so*"))):
             f"dependencies: {target}"
         )
 
+# The PyTorch library (for C++ hosts, docs/guides/pytorch-native.md) is in
+# the wheel, beside the extension module that loads it, and needs no Python.
+torch_library = opbridge.libraries()[0].torch_library_path
+assert torch_library.is_file() and str(torch_library).startswith(site), torch_library
+undefined = subprocess.run(["nm", "-D", "-u", str(torch_library)], capture_output=True, text=True, check=True).stdout
+python_symbols = [line.split()[-1] for line in undefined.splitlines() if line.split()[-1].startswith("Py")]
+assert not python_symbols, f"{torch_library.name} needs Python: {python_symbols[:5]}"
+
 x, w = torch.randn(4, 64), torch.rand(64) + 0.5
 y = opbridge.rms_norm(x, w)
 torch.testing.assert_close(y, x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w)

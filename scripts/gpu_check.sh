@@ -86,7 +86,7 @@ stage="$BUILD/stage"
 rm -rf "$stage"
 mkdir -p "$stage"
 cp -r python/opbridge "$stage/"
-cp "$BUILD"/_C*.so "$BUILD"/libopbridge_ort.so "$stage/opbridge/"
+cp "$BUILD"/_C*.so "$BUILD"/libopbridge_torch.so "$BUILD"/libopbridge_ort.so "$stage/opbridge/"
 export PYTHONPATH="$stage"
 export TORCHINDUCTOR_CACHE_DIR="$BUILD/torchinductor"
 

@@ -34,7 +34,10 @@
 // CPU drivers. NormComputeEps, NormStreamsOutput and NormBackwardChunks are
 // the parts of a CPU norm around its vectorized row kernels: the eps the
 // compute type sees, the non-temporal store decision, and the deterministic
-// chunked reduction of the weight and bias gradients.
+// chunked reduction of the weight and bias gradients. They are the row
+// skeleton's host side (opbridge/toolkit/rows.h), whose per-target side
+// (opbridge/toolkit/rows-inl.h) the built-in norms' row kernels are written
+// on.
 #pragma once
 
 #include <algorithm>
@@ -42,13 +45,12 @@
 #include <type_traits>
 
 #include "opbridge/checks.h"
-#include "opbridge/column_sums.h"
-#include "opbridge/dynamic_for.h"
 #include "opbridge/half.h"
 #include "opbridge/parallel.h"
 #include "opbridge/simd.h"
 #include "opbridge/spec.h"
 #include "opbridge/status.h"
+#include "opbridge/toolkit/rows.h"
 
 namespace opbridge {
 
@@ -176,53 +178,39 @@ Status DispatchNormBackward(const OpSpec& spec, const char* dtype_argument, cons
 }
 
 // ---------------------------------------------------------------------------
-// CPU drivers
+// CPU drivers: the row skeleton's host side (opbridge/toolkit/rows.h) under
+// the names norm kernels have used.
 
 // eps as a norm over T sees it: rounded to ComputeType<T> (16-bit inputs
 // compute in float32, so a float16 eps of 1e-6 is not 0).
 template <typename T>
 double NormComputeEps(double eps) {
-  return static_cast<double>(static_cast<ComputeType<T>>(eps));
+  return toolkit::RowsComputeScalar<T>(eps);
 }
 
 // Whether outputs of `elements` values of T are written with non-temporal
 // stores: when they do not fit in the last-level cache.
 template <typename T>
 bool NormStreamsOutput(int64_t elements) {
-  return elements * static_cast<int64_t>(sizeof(T)) > StreamingStoreBytes();
+  return toolkit::RowsStreamOutput<T>(elements);
 }
 
-// The frame of a backward with deterministic weight and bias gradients. The
-// rows are cut into chunks by shape alone (ChunkedColumnSums); for each chunk,
-// in parallel, chunk_rows(pw, pb, row_begin, row_end) computes its rows'
-// input gradients and adds their weight and bias gradient terms into the
-// chunk's own double partials pw and pb (null where grad_weight or grad_bias
-// is null: not wanted). The partials are then added in chunk order into
-// grad_weight and grad_bias, so results do not depend on the thread count.
-// No rows: the wanted gradients are zero-filled; no columns: nothing is done.
+// The frame of a backward with deterministic weight and bias gradients
+// (toolkit::ForRowChunksWithColumnSums). The rows are cut into chunks by
+// shape alone (ChunkedColumnSums); for each chunk, in parallel,
+// chunk_rows(pw, pb, row_begin, row_end) computes its rows' input gradients
+// and adds their weight and bias gradient terms into the chunk's own double
+// partials pw and pb (null where grad_weight or grad_bias is null: not
+// wanted). The partials are then added in chunk order into grad_weight and
+// grad_bias, so results do not depend on the thread count. No rows: the
+// wanted gradients are zero-filled; no columns: nothing is done.
 template <typename T, typename ChunkRows>
 void NormBackwardChunks(int64_t rows, int64_t cols, T* grad_weight, T* grad_bias,
                         const ParallelFor& parallel_for, const ChunkRows& chunk_rows) {
-  if (cols <= 0) return;
-  if (rows <= 0) {
-    if (grad_weight != nullptr) std::fill(grad_weight, grad_weight + cols, FromFloat<T>(0.0f));
-    if (grad_bias != nullptr) std::fill(grad_bias, grad_bias + cols, FromFloat<T>(0.0f));
-    return;
-  }
-  const bool want_weight = grad_weight != nullptr;
-  const bool want_bias = grad_bias != nullptr;
-  const int weight_sum = 0, bias_sum = want_weight ? 1 : 0;
-  ChunkedColumnSums sums(rows, cols, int{want_weight} + int{want_bias});
-  ChunkedColumnSums* partials = &sums;
-  DynamicFor(parallel_for, sums.chunks(), 1, [&](int64_t chunk_begin, int64_t chunk_end) {
-    for (int64_t chunk = chunk_begin; chunk < chunk_end; ++chunk) {
-      chunk_rows(want_weight ? partials->Partial(weight_sum, chunk) : nullptr,
-                 want_bias ? partials->Partial(bias_sum, chunk) : nullptr, partials->RowBegin(chunk),
-                 partials->RowEnd(chunk));
-    }
-  });
-  if (want_weight) sums.Total(weight_sum, grad_weight, FromDouble<T>);
-  if (want_bias) sums.Total(bias_sum, grad_bias, FromDouble<T>);
+  toolkit::ForRowChunksWithColumnSums<T>(
+      rows, cols, {grad_weight, grad_bias}, parallel_for, [&](const toolkit::RowRange& range) {
+        chunk_rows(range.column_sums[0], range.column_sums[1], range.begin, range.end);
+      });
 }
 
 }  // namespace opbridge

@@ -1,10 +1,14 @@
 // The Python extension module of an operator library (opbridge._C for the
-// built-in operators, <name>_torch for a user's). It exposes the library's
-// identity and specs so that the Python side (ONNX export, ONNX Runtime
-// sessions, documentation) reads the same contract, and registers every spec
-// with PyTorch (torch_adapter/adapter.cpp) when register_operators() is
-// called: opbridge.load_library calls it once its checks pass (importing the
-// module registers nothing, so a refused library leaves no operator behind).
+// built-in operators, <name>_torch for a user's): a thin layer over the
+// library's PyTorch library, lib<name>_torch.so beside it, which holds the
+// kernels, the specs and the registrations (torch_adapter/adapter.cpp) and
+// no Python. Importing the module loads that library and registers nothing;
+// the module exposes the library's identity and specs so that the Python
+// side (ONNX export, ONNX Runtime sessions, documentation) reads the same
+// contract, and registers every spec with PyTorch when register_operators()
+// is called: opbridge.load_library calls it once its checks pass, so a
+// refused library leaves no operator behind.
+#include <dlfcn.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -12,17 +16,51 @@
 #include <string>
 #include <vector>
 
-#include "opbridge/cuda.h"
-#include "opbridge/library.h"
-#include "opbridge/runtime_checks.h"
-#include "opbridge/simd.h"
 #include "opbridge/spec.h"
 #include "opbridge/version.h"
-#include "torch_adapter/registration.h"
+#include "torch_adapter/interface.h"
 
 namespace py = pybind11;
 
 namespace {
+
+namespace adapter = opbridge::torch_adapter;
+
+#ifndef OPBRIDGE_TORCH_LIBRARY_FILE
+#error "the build names the PyTorch library (opbridge_add_operator_library in cmake/opbridge.cmake)"
+#endif
+
+// This module's file, from the loader.
+std::string ModulePath() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<void*>(&ModulePath), &info) == 0 || info.dli_fname == nullptr) return "";
+  return info.dli_fname;
+}
+
+// Loads lib<name>_torch.so from beside this module (RTLD_LOCAL: its symbols
+// stay its own) and reads its table; kept loaded for the process's life.
+const adapter::Interface& LoadTorchLibrary() {
+  const std::string module = ModulePath();
+  const std::string folder = module.substr(0, module.find_last_of('/') + 1);
+  const std::string path = folder + OPBRIDGE_TORCH_LIBRARY_FILE;
+  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* error = dlerror();
+    throw py::import_error("opbridge: " + module + " could not load its PyTorch library " + path + ": " +
+                           (error != nullptr ? error : "unknown error") +
+                           " (it is built and installed beside the module)");
+  }
+  using Lookup = const adapter::Interface* (*)(uint32_t);
+  const auto lookup = reinterpret_cast<Lookup>(dlsym(handle, "opbridge_torch_adapter_interface"));
+  const adapter::Interface* table = lookup != nullptr ? lookup(adapter::kInterfaceVersion) : nullptr;
+  if (table == nullptr || table->cxx11_abi != static_cast<bool>(_GLIBCXX_USE_CXX11_ABI)) {
+    throw py::import_error("opbridge: " + path + " is not the PyTorch library " + module +
+                           " was built with (another build of opbridge?); rebuild the library");
+  }
+  return *table;
+}
+
+const adapter::Interface* api = nullptr;
 
 py::dict SpecToDict(const opbridge::OpSpec& spec) {
   py::list inputs;
@@ -36,7 +74,7 @@ py::dict SpecToDict(const opbridge::OpSpec& spec) {
   for (const auto& attr : spec.attrs) {
     py::dict entry;
     entry["name"] = attr.name;
-    entry["type"] = opbridge::AttrTypeName(attr.type);
+    entry["type"] = api->attr_type_name(attr.type);
     if (attr.has_default && attr.type == opbridge::AttrType::kString) {
       entry["default"] = attr.default_text ? attr.default_text : "";
     } else if (attr.has_default && attr.type == opbridge::AttrType::kFloats) {
@@ -55,8 +93,8 @@ py::dict SpecToDict(const opbridge::OpSpec& spec) {
   result["inputs"] = inputs;
   result["attrs"] = attrs;
   result["outputs"] = spec.outputs;
-  result["torch_schema"] = spec.TorchSchema();
-  result["backward_schema"] = spec.BackwardSchema();
+  result["torch_schema"] = api->torch_schema(spec);
+  result["backward_schema"] = api->backward_schema(spec);
   // What each backward tensor stands for: its inputs (the gradient of a
   // forward output, a saved forward input or output, by index), and for each
   // forward input the backward output holding its gradient (-1: none).
@@ -77,10 +115,10 @@ py::dict SpecToDict(const opbridge::OpSpec& spec) {
   backward["outputs"] = backward_outputs;
   backward["input_grads"] = spec.backward.input_grads;
   result["backward"] = spec.has_backward() ? py::object(backward) : py::object(py::none());
-  result["torch_namespace"] = opbridge::ThisLibrary().torch_namespace;
-  result["onnx_domain"] = opbridge::ThisLibrary().onnx_domain;
+  result["torch_namespace"] = api->this_library().torch_namespace;
+  result["onnx_domain"] = api->this_library().onnx_domain;
   // Whether this build registered CUDA kernels for the op (kernel.cu).
-  result["cuda"] = opbridge::FindCudaKernels(spec) != nullptr;
+  result["cuda"] = api->has_cuda_kernels(spec);
   return result;
 }
 
@@ -94,15 +132,18 @@ py::dict SpecToDict(const opbridge::OpSpec& spec) {
 #endif
 
 PYBIND11_MODULE(OPBRIDGE_MODULE_NAME, m) {
-  const opbridge::LibraryInfo& library = opbridge::ThisLibrary();
+  api = &LoadTorchLibrary();
+  const opbridge::LibraryInfo& library = api->this_library();
   m.doc() = "opbridge operator library: registers its operators with PyTorch";
   // The opbridge SDK this library was built with.
   m.attr("OPBRIDGE_VERSION") = opbridge::kVersion;
   m.attr("__version__") = library.version;
   m.attr("LIBRARY_NAME") = library.name;
   m.attr("TORCH_NAMESPACE") = library.torch_namespace;
-  // File name of the library's ONNX Runtime custom-op library, beside this module.
+  // File names of the library's ONNX Runtime custom-op library and of its
+  // PyTorch library (what this module loads; for C++ hosts), beside this module.
   m.attr("ORT_LIBRARY") = OPBRIDGE_ORT_LIBRARY_FILE;
+  m.attr("TORCH_LIBRARY") = OPBRIDGE_TORCH_LIBRARY_FILE;
   // Build facts for `opbridge doctor`.
   m.attr("BUILD_COMPILER") = "g++ " __VERSION__;
   m.attr("BUILD_CXX11_ABI") = static_cast<bool>(_GLIBCXX_USE_CXX11_ABI);
@@ -112,16 +153,15 @@ PYBIND11_MODULE(OPBRIDGE_MODULE_NAME, m) {
 #else
   m.attr("BUILD_CUDA") = false;
 #endif
-  m.def("runtime_checks_enabled", &opbridge::RuntimeChecksEnabled);
-  namespace adapter = opbridge::torch_adapter;
-  m.def("register_operators", &adapter::RegisterOperators,
+  m.def("runtime_checks_enabled", api->runtime_checks_enabled);
+  m.def("register_operators", api->register_operators,
         "Registers the library's operators with PyTorch (all or none; again: nothing).");
-  m.def("operators_registered", &adapter::OperatorsRegistered);
-  m.def("operators_taken_elsewhere", &adapter::OperatorsTakenElsewhere,
+  m.def("operators_registered", api->operators_registered);
+  m.def("operators_taken_elsewhere", api->operators_taken_elsewhere,
         "The operators this library would register that PyTorch already has ('ns::op', 'ns::op.out').");
-  m.def("set_output_guards", &adapter::SetOutputGuards, py::arg("enabled"),
+  m.def("set_output_guards", api->set_output_guards, py::arg("enabled"),
         "Guards every kernel output of this library (always on under OPBRIDGE_CHECK=1).");
-  m.def("output_guards_enabled", &adapter::OutputGuardsEnabled);
+  m.def("output_guards_enabled", api->output_guards_enabled);
   m.attr("ONNX_DOMAIN") = library.onnx_domain;
   m.attr("ONNX_DOMAIN_VERSION") = library.domain_version;
   // The ONNX Runtime releases the custom-op library supports (version.h).
@@ -135,10 +175,9 @@ PYBIND11_MODULE(OPBRIDGE_MODULE_NAME, m) {
       [](const std::string& name,
          const std::vector<std::tuple<bool, std::string, std::vector<int64_t>>>& inputs,
          const std::optional<py::list>& attrs) {
-        const opbridge::OpSpec* spec = opbridge::FindSpec(name);
+        const opbridge::OpSpec* spec = api->find_spec(name);
         if (spec == nullptr)
-          throw py::value_error(std::string(opbridge::ThisLibrary().name) + ": no operator named '" + name +
-                                "'");
+          throw py::value_error(std::string(api->this_library().name) + ": no operator named '" + name + "'");
         std::vector<opbridge::TensorInfo> infos;
         for (const auto& [present, dtype, shape] : inputs) infos.push_back({present, dtype, shape});
         std::vector<opbridge::TensorInfo> outputs;
@@ -154,7 +193,7 @@ PYBIND11_MODULE(OPBRIDGE_MODULE_NAME, m) {
               values.emplace_back(item.cast<double>());
             }
           }
-          status = opbridge::InferWithAttrs(*spec, infos, values, &outputs);
+          status = api->infer_with_attrs(*spec, infos, values, &outputs);
         } else {
           status = spec->infer(infos, &outputs);
         }
@@ -166,21 +205,21 @@ PYBIND11_MODULE(OPBRIDGE_MODULE_NAME, m) {
       py::arg("name"), py::arg("inputs"), py::arg("attrs") = py::none());
   // SIMD dispatch of the kernels (process-wide; shared with the ONNX Runtime
   // library when both are loaded, as both use the same Highway runtime).
-  m.def("simd_targets", &opbridge::SimdTargets,
+  m.def("simd_targets", api->simd_targets,
         "SIMD targets compiled in and supported by this CPU, widest first.");
-  m.def("simd_target", &opbridge::SimdTarget, "The SIMD target the kernels dispatch to now.");
-  m.def("simd_default_target", &opbridge::SimdDefaultTarget,
+  m.def("simd_target", api->simd_target, "The SIMD target the kernels dispatch to now.");
+  m.def("simd_default_target", api->simd_default_target,
         "The SIMD target used when none is forced (see opbridge/simd.h).");
   m.def(
       "set_simd_target",
       [](const std::string& name) {
-        const opbridge::Status status = opbridge::SetSimdTarget(name);
+        const opbridge::Status status = api->set_simd_target(name);
         if (!status.ok()) throw py::value_error(status.message());
       },
       py::arg("name"), "Forces one of simd_targets(); an empty name restores the best.");
   m.def("specs", []() {
     py::list specs;
-    for (const opbridge::OpSpec* spec : opbridge::AllSpecs()) specs.append(SpecToDict(*spec));
+    for (const opbridge::OpSpec* spec : api->all_specs()) specs.append(SpecToDict(*spec));
     return specs;
   });
 }

@@ -1,6 +1,8 @@
-// What the extension module (module.cpp) asks of the PyTorch adapter, with no
-// torch types: registering the library's operators when opbridge.load_library
-// has checked that nothing of them is taken, and the output guards.
+// What the PyTorch library's entry points (torch_library.cpp: the C call for
+// C++ hosts, the table for the extension module) ask of the PyTorch adapter,
+// with no torch types: registering the library's operators (for Python, when
+// opbridge.load_library has checked that nothing of them is taken), and the
+// output guards.
 #pragma once
 
 #include <string>
@@ -10,9 +12,9 @@ namespace opbridge::torch_adapter {
 
 // Registers every spec of this library with PyTorch (the op, its out= form
 // and its backward, with their kernels; CUDA kernels in a CUDA build).
-// Nothing happens at import: opbridge.load_library calls this after its
-// checks. All or nothing: when PyTorch refuses one registration (an op of
-// the same name exists), every registration made so far is undone and the
+// Nothing happens when the library is loaded: opbridge.load_library calls
+// this after its checks, a C++ host through opbridge_register_torch_operators. All or nothing: when PyTorch
+// refuses one registration (an op of the same name exists), every registration made so far is undone and the
 // error is raised. A second call does nothing.
 void RegisterOperators();
 bool OperatorsRegistered();

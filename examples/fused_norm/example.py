@@ -1,19 +1,21 @@
-"""A small pre-norm MLP block using fused_norm, for
+"""A small pre-norm MLP block using fused_norm and swiglu_clamp, for
 `opbridge verify examples/fused_norm/example.py:make --route custom`."""
 
 import torch
-from my_fused_ops import FusedNorm
+from my_fused_ops import FusedNorm, swiglu_clamp
 
 
 class Block(torch.nn.Module):
     def __init__(self, dim=64):
         super().__init__()
         self.norm = FusedNorm(dim)
-        self.fc1 = torch.nn.Linear(dim, 4 * dim)
-        self.fc2 = torch.nn.Linear(4 * dim, dim)
+        self.gate = torch.nn.Linear(dim, 2 * dim)
+        self.up = torch.nn.Linear(dim, 2 * dim)
+        self.down = torch.nn.Linear(2 * dim, dim)
 
     def forward(self, x):
-        return x + self.fc2(torch.nn.functional.gelu(self.fc1(self.norm(x))))
+        h = self.norm(x)
+        return x + self.down(swiglu_clamp(self.gate(h), self.up(h), 7.0))
 
 
 def make():

@@ -7,7 +7,7 @@ an explicit route (:mod:`opbridge.export`), and runs in the runtimes of
 
 The package is layered, each layer importing only the ones below it (checked
 by ``./dev lint``): ``cli``; ``bench``; ``demo``; ``deploy`` and
-``integrations``; ``autoroute``; ``verify`` and ``patching``; ``sdk``;
+``integrations``; ``autoroute`` and ``compiling``; ``verify`` and ``patching``; ``sdk``;
 ``export`` and ``runtimes``; ``nn``; ``ops``; the libraries (``_library``).
 """
 
@@ -26,6 +26,7 @@ from opbridge._library import (  # noqa: E402
     load_library,
     specs,
 )
+from opbridge.compiling import compile  # noqa: E402
 from opbridge.export import ExportOptions  # noqa: E402
 from opbridge.ops import (  # noqa: E402
     add_layer_norm,
@@ -61,6 +62,7 @@ __all__ = [
     "bias_gelu",
     "build",
     "cmake_prefix_path",
+    "compile",
     "export",
     "layer_norm",
     "libraries",

@@ -2,8 +2,10 @@
 any a user builds with the SDK and loads with :func:`load_library`.
 
 A library is a Python extension module made by CMake's
-``opbridge_add_operator_library``; beside it lies its ONNX Runtime custom-op
-library for its ONNX domain. Importing the module registers nothing: loading
+``opbridge_add_operator_library``; beside it lie its PyTorch library
+(``lib<name>_torch.so``: the kernels and registrations, no Python; the module
+loads it, and a C++ host that links libtorch can too) and its ONNX Runtime
+custom-op library for its ONNX domain. Importing the module registers nothing: loading
 it here checks that its namespace, ONNX domain and operators are free, then
 registers its operators with PyTorch (``torch.ops.<namespace>.*``), so that a
 refused library leaves no operator behind. (A library built by an SDK older
@@ -107,6 +109,14 @@ class Library:
     def path(self) -> Path:
         """The extension module's file."""
         return Path(self.module.__file__).resolve()
+
+    @property
+    def torch_library_path(self) -> Path:
+        """The PyTorch library (beside the module): the operators' kernels and
+        registrations without Python, for C++ hosts that link libtorch (they
+        call its ``opbridge_register_torch_operators()``). A library built by
+        an older SDK has none: the path then names no file."""
+        return self.path.parent / getattr(self.module, "TORCH_LIBRARY", f"lib{self.name}_torch.so")
 
     @property
     def ort_library_path(self) -> Path:
@@ -256,7 +266,8 @@ def specs() -> dict[str, dict]:
 
 
 def native_dir() -> Path:
-    """The folder holding _C, libopbridge_ort.so and libopbridge_openvino.so."""
+    """The folder holding _C, libopbridge_torch.so, libopbridge_ort.so and
+    libopbridge_openvino.so."""
     return Path(_C.__file__).resolve().parent
 
 

@@ -47,3 +47,25 @@ def test_fused_norm_example_builds_tests_exports_verifies_and_runs_in_cpp(tmp_pa
         got = np.fromfile(tmp_path / "out.bin", dtype=np.float32)
         expected = np.fromfile(tmp_path / "expected.bin", dtype=np.float32)
         np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_fast_kernels_guide_shows_the_real_kernels():
+    """Every C++ block of docs/guides/fast-kernels.md is a verbatim part of
+    a kernel that is built and tested: the scaffold's (as `opbridge new-op
+    --name soft_cap` renders it), swiglu_clamp's here, or bias_gelu's."""
+    import re
+
+    from opbridge import scaffold
+
+    kernels = [
+        scaffold.files("soft_cap", "soft_cap_ops", "com.example.soft_cap_ops")[
+            "csrc/soft_cap/kernel.cpp"
+        ],
+        (EXAMPLE / "csrc" / "swiglu_clamp" / "kernel.cpp").read_text(),
+        (ROOT / "csrc" / "ops" / "bias_gelu" / "kernel.cpp").read_text(),
+    ]
+    guide = (ROOT / "docs" / "guides" / "fast-kernels.md").read_text()
+    snippets = re.findall(r"^```cpp\n(.*?)^```$", guide, re.MULTILINE | re.DOTALL)
+    assert len(snippets) >= 6
+    for snippet in snippets:
+        assert any(snippet in kernel for kernel in kernels), snippet

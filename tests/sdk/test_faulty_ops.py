@@ -8,32 +8,14 @@ faulty_ops/ (one JIT build, cached by content under build/test-jit)."""
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
+import faulty_library
 import pytest
-
-from opbridge._library import native_dir
-
-from paths import ROOT
-
-SOURCES = sorted((Path(__file__).resolve().parent / "faulty_ops").glob("*.cpp"))
-
-
-def _sdk_digest() -> str:
-    """The installed SDK's sources and CMake package: a build of faulty_ops
-    with another SDK is another cache entry."""
-    digest = hashlib.sha256()
-    for folder in (native_dir() / "sdk" / "csrc", native_dir() / "share" / "cmake"):
-        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-            digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
-
 
 # Allocates and frees after the faulty calls: heap corruption shows here.
 _CHURN = """
@@ -69,23 +51,7 @@ def _clean(result: subprocess.CompletedProcess) -> str:
 @pytest.fixture(scope="module")
 def faulty() -> Path:
     """The faulty_ops extension module (built in a process of its own)."""
-    sources = [str(s) for s in SOURCES]
-    root = ROOT / "build" / "test-jit" / _sdk_digest()
-    for stale in root.parent.glob("*"):  # builds with an SDK since changed
-        if stale != root:
-            shutil.rmtree(stale, ignore_errors=True)
-    out = _clean(
-        _python(
-            f"""
-            import opbridge.build
-            library = opbridge.build.load(
-                "faulty_ops", {sources!r}, onnx_domain="com.example.faulty",
-                build_directory={str(root)!r})
-            print(library.path)
-            """
-        )
-    )
-    return Path(out.strip().splitlines()[-1])
+    return faulty_library.build()
 
 
 def test_a_shape_rule_smaller_than_the_kernel_writes_is_an_error(faulty):
@@ -238,20 +204,26 @@ def test_opbridge_testing_checks_catch_a_wrong_shape_rule_without_opbridge_check
 
 
 def test_c_a_second_library_of_a_taken_namespace_is_refused_before_registering(faulty, tmp_path):
-    # A copy of the module under another name (twin.cpp gives it its entry
-    # point): a second library of the same namespace and operator names.
+    # A second library of the same namespace and operator names: a module
+    # with the loaded one's contract under another name and file, whose
+    # register_operators records that it was called.
     twin = tmp_path / faulty.name.replace("faulty_ops_torch", "faulty_twin")
-    shutil.copyfile(faulty, twin)
     out = _clean(
         _python(
             f"""
-            import sys, opbridge
-            opbridge.load_library({str(faulty)!r})
+            import sys, types, opbridge
+            real = opbridge.load_library({str(faulty)!r}).module
+            module = types.ModuleType("faulty_twin")
+            names = [k for k in dir(real) if not k.startswith("__") or k == "__version__"]
+            module.__dict__.update({{k: getattr(real, k) for k in names}})
+            module.__file__ = {str(twin)!r}
+            calls = []
+            module.register_operators = lambda: calls.append(1)
             try:
-                opbridge.load_library({str(twin)!r})
+                opbridge.load_library(module)
             except ValueError as error:
                 print("refused |", error)
-            print("twin registered:", sys.modules["faulty_twin"].operators_registered())
+            print("twin registered:", bool(calls))
             """
         )
     )

@@ -15,7 +15,7 @@ struct BiasGeluAttrs {
 
 // T is float, double, Float16 or BFloat16 (opbridge/half.h); 16-bit types
 // compute in float32. Vectorized for the CPU's best SIMD target
-// (opbridge/simd.h) except float64, which uses libm's erf / tanh / exp.
+// (opbridge/simd.h); float64 in float64 lanes.
 //
 // y = gelu(x + bias), bias broadcast over rows.
 template <typename T>

@@ -1,8 +1,15 @@
-// rms_norm kernels, vectorized with Highway: compiled once per SIMD target
-// (foreach_target re-includes this file) and dispatched at run time to the
-// best target the CPU supports. Each row is read from memory once: the
-// sum-of-squares pass brings it into cache and the scaling pass re-reads it
-// from there.
+// rms_norm and add_rms_norm kernels on the row skeleton
+// (opbridge/toolkit/rows-inl.h): compiled once per SIMD target (foreach_target
+// re-includes this file) and dispatched at run time to the best target the
+// CPU supports. Each row is read from memory once: the sum-of-squares pass
+// brings it into cache and the scaling pass re-reads it from there while the
+// next row is fetched.
+//
+// The tensors' slots (RowTensors):
+//   forward   in: x, residual (add only)   columns: weight, bias (or null)
+//             out: y, sum = x + residual (add only)   params: eps
+//   backward  in: grad_y, x (the saved sum for add), grad_add (or null)
+//             columns: weight   out: grad_x   column sums: grad_weight, grad_bias
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "ops/rms_norm/kernel.cpp"
 #include "ops/rms_norm/kernel.h"
@@ -10,16 +17,12 @@
 #include <hwy/foreach_target.h>  // must come before highway.h
 #include <hwy/highway.h>
 
-#include <algorithm>
 #include <cmath>
-#include <type_traits>
-#include <vector>
 
-#include "opbridge/dynamic_for.h"
 #include "opbridge/half.h"
 #include "opbridge/norm_launch.h"
-#include "opbridge/simd-inl.h"
-#include "opbridge/simd.h"
+#include "opbridge/toolkit/rows-inl.h"
+#include "opbridge/toolkit/rows.h"
 #include "ops/rms_norm/spec.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -28,145 +31,128 @@ namespace HWY_NAMESPACE {
 namespace {
 
 namespace hn = hwy::HWY_NAMESPACE;
-using simd::AccumulateDouble;
-using simd::AlignedFor;
-using simd::kMaxLanes;
-using simd::ReadLanes;
-using simd::ReadTail;
-using simd::SumSquaresAndDot;
-using simd::WriteLanes;
-using simd::WriteLanesStream;
-using simd::WriteTail;
+namespace rows = toolkit::rows;
+using ::opbridge::toolkit::RowRange;
+using ::opbridge::toolkit::RowTensors;
 
-template <typename T>
-using ComputeOf = ComputeType<T>;
-
-template <typename T>
-void ForwardRows(const T* x, const T* weight, const T* bias, T* y, int64_t row_begin, int64_t row_end,
-                 int64_t cols, double eps, bool stream) {
-  using C = ComputeOf<T>;
-  const hn::ScalableTag<C> d;
-  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-  const int64_t full = cols - cols % lanes;
-  alignas(64) T buffer[kMaxLanes];
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    const T* xr = x + r * cols;
-    T* yr = y + r * cols;
-    double sum_squares = 0.0;
-    SumSquaresAndDot<T>(xr, nullptr, nullptr, cols, &sum_squares, nullptr);
-    const auto rstd =
-        hn::Set(d, static_cast<C>(1.0 / std::sqrt(sum_squares / static_cast<double>(cols) + eps)));
-    int64_t j = 0;
-    // While this row is scaled from cache, the next row is fetched from
-    // memory, so reads keep flowing during the write phase.
-    const T* next = r + 1 < row_end ? xr + cols : xr;
-    auto row_loop = [&](auto write) {
-      if (bias != nullptr) {
-        for (; j < full; j += lanes) {
-          hwy::Prefetch(next + j);
-          write(hn::MulAdd(hn::Mul(ReadLanes(d, xr + j), rstd), ReadLanes(d, weight + j),
-                           ReadLanes(d, bias + j)),
-                yr + j);
-        }
+// y = s * rstd * w (+ b) with s = x, or with kAdd s = x + residual as T holds
+// it (written to the sum output in the first pass, recomputed from cache in
+// the second so that both outputs may bypass the cache).
+template <typename T, bool kAdd, bool kBias>
+void ForwardRange(const RowTensors<T>& t, const RowRange& range) {
+  using C = ComputeType<T>;
+  const double inv_cols = 1.0 / static_cast<double>(t.cols);
+  const double eps = t.params[0];
+  const T* weight = t.columns[0];
+  rows::ForEachRow(t, range, [&](const rows::Row<T>& row) {
+    double sum_squares;
+    if constexpr (kAdd) {
+      sum_squares = rows::ForColumns(
+          rows::PassOf(t).Write(row.out[1]),
+          [](auto d, auto x, auto r) {
+            const auto s = rows::Round<T>(d, hn::Add(x, r));
+            return rows::Writes(s) + rows::SumProducts(s, s);
+          },
+          row.in[0], row.in[1])[0];
+    } else {
+      sum_squares = rows::ForColumns(
+          rows::PassOf(t), [](auto, auto x) { return rows::SumProducts(x, x); }, row.in[0])[0];
+    }
+    const C rstd = static_cast<C>(1.0 / std::sqrt(sum_squares * inv_cols + eps));
+    auto pass = rows::PassOf(t).Write(row.out[0]).Prefetch(row.next[0]);
+    // b: the bias where there is one.
+    auto scale = [rstd](auto d, auto s, auto w, auto... b) {
+      const auto v = hn::Mul(s, hn::Set(d, rstd));
+      if constexpr (sizeof...(b) > 0) {
+        return rows::Writes(hn::MulAdd(v, w, b...));
       } else {
-        for (; j < full; j += lanes) {
-          hwy::Prefetch(next + j);
-          write(hn::Mul(hn::Mul(ReadLanes(d, xr + j), rstd), ReadLanes(d, weight + j)), yr + j);
-        }
+        return rows::Writes(hn::Mul(v, w));
       }
     };
-    if (stream && AlignedFor(d, yr)) {
-      row_loop([d](hn::VFromD<decltype(d)> v, T* p) { WriteLanesStream(d, v, p); });
+    if constexpr (kAdd) {
+      auto scale_sum = [&](auto d, auto x, auto r, auto w, auto... b) {
+        return scale(d, rows::Round<T>(d, hn::Add(x, r)), w, b...);
+      };
+      pass.Prefetch(row.next[1]);
+      if constexpr (kBias) {
+        rows::ForColumns(pass, scale_sum, row.in[0], row.in[1], weight, t.columns[1]);
+      } else {
+        rows::ForColumns(pass, scale_sum, row.in[0], row.in[1], weight);
+      }
+    } else if constexpr (kBias) {
+      rows::ForColumns(pass, scale, row.in[0], weight, t.columns[1]);
     } else {
-      row_loop([d](hn::VFromD<decltype(d)> v, T* p) { WriteLanes(d, v, p); });
+      rows::ForColumns(pass, scale, row.in[0], weight);
     }
-    if (j < cols) {
-      const int64_t rest = cols - j;
-      auto v =
-          hn::Mul(hn::Mul(ReadTail(d, xr + j, rest, buffer), rstd), ReadTail(d, weight + j, rest, buffer));
-      if (bias != nullptr) v = hn::Add(v, ReadTail(d, bias + j, rest, buffer));
-      WriteTail(d, v, yr + j, rest, buffer);
-    }
-  }
-  if (stream) hwy::FlushStream();
+  });
 }
 
-// Rows [row_begin, row_end): grad_x, and the rows' weight (and bias)
-// gradient contributions added into the double partials pw (pb).
 template <typename T>
-void BackwardRows(const T* grad_y, const T* x, const T* weight, T* grad_x, double* pw, double* pb,
-                  int64_t row_begin, int64_t row_end, int64_t cols, double eps, bool stream) {
-  using C = ComputeOf<T>;
-  const hn::ScalableTag<C> d;
-  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
-  const int64_t full = cols - cols % lanes;
-  alignas(64) T buffer[kMaxLanes];
-  alignas(64) C gxbuf[kMaxLanes] = {};
-  const double inv_cols = 1.0 / static_cast<double>(cols);
-  for (int64_t r = row_begin; r < row_end; ++r) {
-    const T* xr = x + r * cols;
-    const T* gr = grad_y + r * cols;
-    T* dxr = grad_x + r * cols;
-    double sum_squares = 0.0, dot = 0.0;  // dot = sum_j g_j * w_j * x_j
-    SumSquaresAndDot<T>(xr, gr, weight, cols, &sum_squares, &dot);
-    const double rstd = 1.0 / std::sqrt(sum_squares * inv_cols + eps);
-    const auto rstd_v = hn::Set(d, static_cast<C>(rstd));
-    const auto coef_v = hn::Set(d, static_cast<C>(rstd * rstd * rstd * dot * inv_cols));
-    const bool stream_row = stream && AlignedFor(d, dxr);
-    auto step = [&](const hn::VFromD<decltype(d)> g, const hn::VFromD<decltype(d)> xv,
-                    const hn::VFromD<decltype(d)> w, int64_t j) {
-      // dx = rstd * g * w - coef * x
-      const auto dx = hn::NegMulAdd(coef_v, xv, hn::Mul(rstd_v, hn::Mul(g, w)));
-      if (j + lanes <= cols) {
-        if (stream_row) {
-          WriteLanesStream(d, dx, dxr + j);
-        } else {
-          WriteLanes(d, dx, dxr + j);
-        }
-        AccumulateDouble(d, hn::Mul(hn::Mul(g, xv), rstd_v), pw + j);
-        if (pb != nullptr) AccumulateDouble(d, g, pb + j);
-      } else {
-        const int64_t rest = cols - j;
-        WriteTail(d, dx, dxr + j, rest, buffer);
-        hn::StoreU(hn::Mul(hn::Mul(g, xv), rstd_v), d, gxbuf);
-        for (int64_t k = 0; k < rest; ++k) pw[j + k] += static_cast<double>(gxbuf[k]);
-        if (pb != nullptr) {
-          hn::StoreU(g, d, gxbuf);
-          for (int64_t k = 0; k < rest; ++k) pb[j + k] += static_cast<double>(gxbuf[k]);
-        }
-      }
-    };
-    int64_t j = 0;
-    for (; j < full; j += lanes)
-      step(ReadLanes(d, gr + j), ReadLanes(d, xr + j), ReadLanes(d, weight + j), j);
-    if (j < cols) {
-      const int64_t rest = cols - j;
-      const auto g = ReadTail(d, gr + j, rest, buffer);
-      const auto xv = ReadTail(d, xr + j, rest, buffer);
-      const auto w = ReadTail(d, weight + j, rest, buffer);
-      step(g, xv, w, j);
+void RmsNormForwardRange(const RowTensors<T>& t, const RowRange& range) {
+  const bool add = t.in[1] != nullptr, bias = t.columns[1] != nullptr;
+  if (add) {
+    if (bias) {
+      ForwardRange<T, true, true>(t, range);
+    } else {
+      ForwardRange<T, true, false>(t, range);
     }
+  } else if (bias) {
+    ForwardRange<T, false, true>(t, range);
+  } else {
+    ForwardRange<T, false, false>(t, range);
   }
-  if (stream) hwy::FlushStream();
+}
+
+// dx = rstd * g * w - rstd^3 * mean(g * w * x) * x (+ grad_add);
+// grad_weight += g * x * rstd; grad_bias += g.
+template <typename T, bool kAdd>
+void BackwardRange(const RowTensors<T>& t, const RowRange& range) {
+  using C = ComputeType<T>;
+  const double inv_cols = 1.0 / static_cast<double>(t.cols);
+  const double eps = t.params[0];
+  const T* weight = t.columns[0];
+  rows::ForEachRowWithColumnSums(t, range, [&](const rows::Row<T>& row, C* const* columns) {
+    const auto sums = rows::ForColumns(
+        rows::PassOf(t),
+        [](auto, auto g, auto x, auto w) { return rows::SumProducts(x, x, hn::Mul(g, w), x); }, row.in[0],
+        row.in[1], weight);
+    const double rstd = 1.0 / std::sqrt(sums[0] * inv_cols + eps);
+    const C rstd_c = static_cast<C>(rstd);
+    const C coef = static_cast<C>(rstd * rstd * rstd * sums[1] * inv_cols);
+    auto grad = [rstd_c, coef](auto d, auto g, auto x, auto w) {
+      const auto rstd_v = hn::Set(d, rstd_c);
+      const auto dx = hn::NegMulAdd(hn::Set(d, coef), x, hn::Mul(rstd_v, hn::Mul(g, w)));
+      return rows::Writes(dx) + rows::ColumnProducts(hn::Mul(g, x), rstd_v) + rows::Columns(g);
+    };
+    auto pass = rows::PassOf(t).Write(row.out[0]).ColumnSums(columns);
+    if constexpr (kAdd) {
+      rows::ForColumns(
+          pass,
+          [&](auto d, auto g, auto x, auto w, auto ga) {
+            auto step = grad(d, g, x, w);
+            step.writes[0] = hn::Add(step.writes[0], ga);
+            return step;
+          },
+          row.in[0], row.in[1], weight, row.in[2]);
+    } else {
+      rows::ForColumns(pass, grad, row.in[0], row.in[1], weight);
+    }
+  });
+}
+
+template <typename T>
+void RmsNormBackwardRange(const RowTensors<T>& t, const RowRange& range) {
+  if (t.in[2] != nullptr) {
+    BackwardRange<T, true>(t, range);
+  } else {
+    BackwardRange<T, false>(t, range);
+  }
 }
 
 }  // namespace
 
-#define OPBRIDGE_RMS_NORM_ENTRY_POINTS(T, Suffix)                                                            \
-  void RmsNormForwardRows##Suffix(const T* x, const T* weight, const T* bias, T* y, int64_t row_begin,       \
-                                  int64_t row_end, int64_t cols, double eps, bool stream) {                  \
-    ForwardRows<T>(x, weight, bias, y, row_begin, row_end, cols, eps, stream);                               \
-  }                                                                                                          \
-  void RmsNormBackwardRows##Suffix(const T* grad_y, const T* x, const T* weight, T* grad_x, double* pw,      \
-                                   double* pb, int64_t row_begin, int64_t row_end, int64_t cols, double eps, \
-                                   bool stream) {                                                            \
-    BackwardRows<T>(grad_y, x, weight, grad_x, pw, pb, row_begin, row_end, cols, eps, stream);               \
-  }
-OPBRIDGE_RMS_NORM_ENTRY_POINTS(float, F32)
-OPBRIDGE_RMS_NORM_ENTRY_POINTS(double, F64)
-OPBRIDGE_RMS_NORM_ENTRY_POINTS(Float16, F16)
-OPBRIDGE_RMS_NORM_ENTRY_POINTS(BFloat16, BF16)
-#undef OPBRIDGE_RMS_NORM_ENTRY_POINTS
+OPBRIDGE_ROWS_ENTRY_POINTS(RmsNormForwardRows, RmsNormForwardRange);
+OPBRIDGE_ROWS_ENTRY_POINTS(RmsNormBackwardRows, RmsNormBackwardRange);
 
 }  // namespace HWY_NAMESPACE
 }  // namespace opbridge
@@ -175,69 +161,70 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 namespace opbridge {
 
-HWY_EXPORT(RmsNormForwardRowsF32);
-HWY_EXPORT(RmsNormForwardRowsF64);
-HWY_EXPORT(RmsNormForwardRowsF16);
-HWY_EXPORT(RmsNormForwardRowsBF16);
-HWY_EXPORT(RmsNormBackwardRowsF32);
-HWY_EXPORT(RmsNormBackwardRowsF64);
-HWY_EXPORT(RmsNormBackwardRowsF16);
-HWY_EXPORT(RmsNormBackwardRowsBF16);
+using toolkit::RowRange;
+using toolkit::RowTensors;
 
-namespace {
+OPBRIDGE_ROWS_EXPORT(RmsNormForwardRows);
+OPBRIDGE_ROWS_EXPORT(RmsNormBackwardRows);
 
 template <typename T>
-struct RowKernels;
-#define OPBRIDGE_RMS_NORM_ROW_KERNELS(T, Suffix)                                                          \
-  template <>                                                                                             \
-  struct RowKernels<T> {                                                                                  \
-    static void Forward(const T* x, const T* weight, const T* bias, T* y, int64_t row_begin,              \
-                        int64_t row_end, int64_t cols, double eps, bool stream) {                         \
-      OPBRIDGE_DYNAMIC_DISPATCH(RmsNormForwardRows##Suffix)                                               \
-      (x, weight, bias, y, row_begin, row_end, cols, eps, stream);                                        \
-    }                                                                                                     \
-    static void Backward(const T* grad_y, const T* x, const T* weight, T* grad_x, double* pw, double* pb, \
-                         int64_t row_begin, int64_t row_end, int64_t cols, double eps, bool stream) {     \
-      OPBRIDGE_DYNAMIC_DISPATCH(RmsNormBackwardRows##Suffix)                                              \
-      (grad_y, x, weight, grad_x, pw, pb, row_begin, row_end, cols, eps, stream);                         \
-    }                                                                                                     \
-  };
-OPBRIDGE_RMS_NORM_ROW_KERNELS(float, F32)
-OPBRIDGE_RMS_NORM_ROW_KERNELS(double, F64)
-OPBRIDGE_RMS_NORM_ROW_KERNELS(Float16, F16)
-OPBRIDGE_RMS_NORM_ROW_KERNELS(BFloat16, BF16)
-#undef OPBRIDGE_RMS_NORM_ROW_KERNELS
-
-}  // namespace
+void RmsNormForwardOfSum(const T* x, const T* residual, const T* weight, const T* bias, T* y, T* sum,
+                         int64_t rows, int64_t cols, const RmsNormAttrs& attrs,
+                         const ParallelFor& parallel_for) {
+  RowTensors<T> t;
+  t.in[0] = x;
+  t.in[1] = residual;
+  t.columns[0] = weight;
+  t.columns[1] = bias;
+  t.out[0] = y;
+  t.out[1] = residual != nullptr ? sum : nullptr;
+  t.cols = cols;
+  t.params[0] = toolkit::RowsComputeScalar<T>(attrs.eps);
+  // With the add, both outputs together decide whether to bypass the cache.
+  t.stream = toolkit::RowsStreamOutput<T>((residual != nullptr ? 2 : 1) * rows * cols);
+  toolkit::ForRowRanges(rows, cols, parallel_for,
+                        [&](const RowRange& range) { RmsNormForwardRows<T>(t, range); });
+}
 
 template <typename T>
 void RmsNormForward(const T* x, const T* weight, const T* bias, T* y, int64_t rows, int64_t cols,
                     const RmsNormAttrs& attrs, const ParallelFor& parallel_for) {
-  if (rows <= 0 || cols <= 0) return;
-  const double eps = NormComputeEps<T>(attrs.eps);
-  const bool stream = NormStreamsOutput<T>(rows * cols);
-  DynamicFor(parallel_for, rows, RowGrain(cols), [=](int64_t begin, int64_t end) {
-    RowKernels<T>::Forward(x, weight, bias, y, begin, end, cols, eps, stream);
-  });
+  RmsNormForwardOfSum<T>(x, nullptr, weight, bias, y, nullptr, rows, cols, attrs, parallel_for);
+}
+
+template <typename T>
+void RmsNormBackwardWithAdd(const T* grad_y, const T* grad_add, const T* x, const T* weight, T* grad_x,
+                            T* grad_weight, T* grad_bias, int64_t rows, int64_t cols,
+                            const RmsNormAttrs& attrs, const ParallelFor& parallel_for) {
+  RowTensors<T> t;
+  t.in[0] = grad_y;
+  t.in[1] = x;
+  t.in[2] = grad_add;
+  t.columns[0] = weight;
+  t.out[0] = grad_x;
+  t.cols = cols;
+  t.params[0] = toolkit::RowsComputeScalar<T>(attrs.eps);
+  t.stream = toolkit::RowsStreamOutput<T>(rows * cols);
+  toolkit::ForRowChunksWithColumnSums<T>(rows, cols, {grad_weight, grad_bias}, parallel_for,
+                                         [&](const RowRange& range) { RmsNormBackwardRows<T>(t, range); });
 }
 
 template <typename T>
 void RmsNormBackward(const T* grad_y, const T* x, const T* weight, T* grad_x, T* grad_weight, T* grad_bias,
                      int64_t rows, int64_t cols, const RmsNormAttrs& attrs, const ParallelFor& parallel_for) {
-  const double eps = NormComputeEps<T>(attrs.eps);
-  const bool stream = NormStreamsOutput<T>(rows * cols);
-  NormBackwardChunks(rows, cols, grad_weight, grad_bias, parallel_for,
-                     [=](double* pw, double* pb, int64_t row_begin, int64_t row_end) {
-                       RowKernels<T>::Backward(grad_y, x, weight, grad_x, pw, pb, row_begin, row_end, cols,
-                                               eps, stream);
-                     });
+  RmsNormBackwardWithAdd<T>(grad_y, nullptr, x, weight, grad_x, grad_weight, grad_bias, rows, cols, attrs,
+                            parallel_for);
 }
 
 #define OPBRIDGE_INSTANTIATE(T)                                                                            \
   template void RmsNormForward<T>(const T*, const T*, const T*, T*, int64_t, int64_t, const RmsNormAttrs&, \
                                   const ParallelFor&);                                                     \
+  template void RmsNormForwardOfSum<T>(const T*, const T*, const T*, const T*, T*, T*, int64_t, int64_t,   \
+                                       const RmsNormAttrs&, const ParallelFor&);                           \
   template void RmsNormBackward<T>(const T*, const T*, const T*, T*, T*, T*, int64_t, int64_t,             \
-                                   const RmsNormAttrs&, const ParallelFor&);
+                                   const RmsNormAttrs&, const ParallelFor&);                               \
+  template void RmsNormBackwardWithAdd<T>(const T*, const T*, const T*, const T*, T*, T*, T*, int64_t,     \
+                                          int64_t, const RmsNormAttrs&, const ParallelFor&);
 OPBRIDGE_INSTANTIATE(float)
 OPBRIDGE_INSTANTIATE(double)
 OPBRIDGE_INSTANTIATE(Float16)

@@ -25,6 +25,14 @@ template <typename T>
 void RmsNormForward(const T* x, const T* weight, const T* bias, T* y, int64_t rows, int64_t cols,
                     const RmsNormAttrs& attrs, const ParallelFor& parallel_for);
 
+// The forward of x + residual: sum = x + residual, rounded to T as an unfused
+// add would be, is written out and normalized into y; x and residual are read
+// from memory once (add_rms_norm).
+template <typename T>
+void RmsNormForwardOfSum(const T* x, const T* residual, const T* weight, const T* bias, T* y, T* sum,
+                         int64_t rows, int64_t cols, const RmsNormAttrs& attrs,
+                         const ParallelFor& parallel_for);
+
 // Gradients of RmsNormForward. grad_bias may be null (bias absent or not
 // needed); grad_weight and grad_bias hold cols elements. rstd is recomputed
 // from x rather than saved, trading one extra read of x for no stored state;
@@ -34,6 +42,13 @@ void RmsNormForward(const T* x, const T* weight, const T* bias, T* y, int64_t ro
 template <typename T>
 void RmsNormBackward(const T* grad_y, const T* x, const T* weight, T* grad_x, T* grad_weight, T* grad_bias,
                      int64_t rows, int64_t cols, const RmsNormAttrs& attrs, const ParallelFor& parallel_for);
+
+// RmsNormBackward with grad_add (when not null: add_rms_norm's gradient of its
+// sum output) added into grad_x.
+template <typename T>
+void RmsNormBackwardWithAdd(const T* grad_y, const T* grad_add, const T* x, const T* weight, T* grad_x,
+                            T* grad_weight, T* grad_bias, int64_t rows, int64_t cols,
+                            const RmsNormAttrs& attrs, const ParallelFor& parallel_for);
 
 // CUDA kernels (kernel.cu, built with OPBRIDGE_CUDA=ON). Pointers are
 // device pointers on the current device, contiguous, and outputs do not

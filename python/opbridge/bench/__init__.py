@@ -33,12 +33,17 @@ Implementations (names are stable; they appear in ``--json`` output):
 End-to-end models (``--models``; :mod:`opbridge.bench.models`):
 ``llama_prefill``, ``llama_decode`` and ``vision``, by ``torch_composite``
 (the model with every opbridge module computed by its card's composite),
-``opbridge_torch``, ``torch_compile`` (of the composite model) and the ONNX
-Runtime implementations. Their results carry ``max_abs_diff`` (the output's
-largest difference from ``opbridge_torch``), and the report's ``profiles``
-the share of operator time in opbridge's operators and in matrix products
-(``opbridge_torch`` under ``torch.profiler``, ``ort_custom`` under ONNX
-Runtime's profiler).
+``opbridge_torch``, ``torch_compile`` (of the composite model),
+``opbridge_compile`` (``torch.compile`` of the model with opbridge's
+operators, called as kernels), ``opbridge_compile_auto``
+(:func:`opbridge.compile` with ``ops="auto"``: each operator decomposed for
+inductor where the measurement on the model says the compiled model is
+faster; left out at ``--quick`` sizes, and the choice is the report's
+``compile_choices``) and the ONNX Runtime implementations. Their results
+carry ``max_abs_diff`` (the output's largest difference from
+``opbridge_torch``), and the report's ``profiles`` the share of operator
+time in opbridge's operators and in matrix products (``opbridge_torch``
+under ``torch.profiler``, ``ort_custom`` under ONNX Runtime's profiler).
 
 Every case runs at one thread and at all threads (``torch.set_num_threads``
 and ONNX Runtime's ``intra_op_num_threads``), after a warm-up, reporting the
@@ -53,6 +58,7 @@ from opbridge.bench import models as bench_models
 from opbridge.bench.cases import (
     DTYPES,
     IMPLS,
+    MODEL_IMPLS,
     ORT_IMPLS,
     ORT_ROUTES,
     ORT_SETTINGS,
@@ -79,6 +85,7 @@ from opbridge.bench.sessions import export_onnx, fused_ops, ort_impls, ort_runne
 __all__ = [
     "DTYPES",
     "IMPLS",
+    "MODEL_IMPLS",
     "ORT_IMPLS",
     "ORT_ROUTES",
     "ORT_SETTINGS",

@@ -16,6 +16,10 @@ from opbridge.export import routes
 TORCH_IMPLS = ("torch_composite", "torch_builtin", "torch_compile", "opbridge_torch")
 # PyTorch implementations timed forward only.
 TORCH_FWD_IMPLS = ("opbridge_torch_out",)
+# PyTorch implementations of the end-to-end models only: torch.compile of the
+# model with opbridge's operators, as kernels (opbridge_compile) and with the
+# operators opbridge.compile's measurement decomposes (opbridge_compile_auto).
+MODEL_IMPLS = ("opbridge_compile", "opbridge_compile_auto")
 
 
 # The runtime implementations timed: each route's model at the runtime's
@@ -69,7 +73,7 @@ ORT_SETTINGS = {
 }
 ORT_IMPLS = tuple(ORT_SETTINGS)
 ORT_ROUTES = tuple(dict.fromkeys(route for route, _ in ORT_SETTINGS.values()))
-IMPLS = TORCH_IMPLS + TORCH_FWD_IMPLS + RUNTIME_IMPLS
+IMPLS = TORCH_IMPLS + TORCH_FWD_IMPLS + MODEL_IMPLS + RUNTIME_IMPLS
 DTYPES = {
     "float32": torch.float32,
     "float64": torch.float64,

@@ -116,6 +116,17 @@ def models_markdown(report: dict) -> list[str]:
     descriptions = report.get("models", {})
     if descriptions:
         lines += [""] + [f"- {name}: {what}" for name, what in descriptions.items()]
+    choices = report.get("compile_choices", {})
+    if choices:
+        lines += ["", 'opbridge_compile_auto\'s choice (opbridge.compile, ops="auto"):', ""]
+        for name, choice in choices.items():
+            plan = choice["plan"]
+            decomposed = [op for op, c in plan.items() if c == "decompose"]
+            kernels = [op for op, c in plan.items() if c == "kernel"]
+            lines.append(
+                f"- {name}: decomposed {', '.join(decomposed) or 'none'}; kernels "
+                f"{', '.join(kernels) or 'none'}"
+            )
     if report.get("profiles"):
         lines += [
             "",

@@ -320,9 +320,10 @@ def run_benchmark(settings: Settings, log=print) -> dict:
 
     if settings.model_sizes:
         run_model(settings, want, log, results)
-    descriptions = {}
+    descriptions: dict[str, str] = {}
+    choices: dict[str, dict] = {}
     if settings.models:
-        descriptions = run_end_to_end(settings, want, log, results, profiles)
+        descriptions = run_end_to_end(settings, want, log, results, profiles, choices)
     torch.set_num_threads(max_threads)
     # The practical limit: the better of the copies at the start and the end.
     copy_gbps = max(copy_gbps, measure_copy_gbps(*copy_args))
@@ -336,6 +337,7 @@ def run_benchmark(settings: Settings, log=print) -> dict:
         "results": [r.to_json() for r in results],
         "models": descriptions,
         "profiles": profiles,
+        "compile_choices": choices,
     }
 
 
@@ -387,12 +389,33 @@ def max_abs_diff(output, expected: torch.Tensor) -> float:
     return float(np.abs(got.astype(np.float64) - expected.numpy().astype(np.float64)).max())
 
 
-def run_end_to_end(settings: Settings, want: set[str], log, results, profiles) -> dict[str, str]:
+def compile_choice(case, log, choices: dict) -> Callable | None:
+    """:func:`opbridge.compile` of the case's model with ``ops="auto"`` (the
+    choice measured at the current thread count, logged and kept in
+    ``choices`` by model), or None when it fails."""
+    try:
+        compiled = opbridge.compile(case.model, case.inputs, ops="auto")
+    except Exception as error:
+        log(f"  {case.name} opbridge_compile_auto: skipped ({type(error).__name__}: {error})")
+        return None
+    choice = compiled.opbridge_compile_choice
+    decomposed = ", ".join(choice.decomposed) or "none"
+    log(f"  {case.name} opbridge_compile_auto: decomposed {decomposed}")
+    for line in choice.table().splitlines():
+        log(f"    {line}")
+    choices[case.name] = dataclasses.asdict(choice)
+    return compiled
+
+
+def run_end_to_end(
+    settings: Settings, want: set[str], log, results, profiles, choices: dict | None = None
+) -> dict[str, str]:
     """Times each end-to-end model by each implementation (warm-up at most
     MODEL_WARMUP calls), with each output checked against opbridge_torch's
     first, and profiles opbridge_torch and ort_custom. Returns each model's
-    description."""
+    description; ``choices`` gets opbridge_compile_auto's choice by model."""
     model_settings = dataclasses.replace(settings, warmup=min(settings.warmup, MODEL_WARMUP))
+    choices = {} if choices is None else choices
     descriptions = {}
     for case in bench_models.build_cases(settings.models, quick=settings.quick_models):
         descriptions[case.name] = case.description
@@ -409,13 +432,18 @@ def run_end_to_end(settings: Settings, want: set[str], log, results, profiles) -
                     log(f"  export {case.name} {route_label(route)}: failed ({error})")
         fused = fused_ops(models)
         eager = {"torch_composite": composite, "opbridge_torch": case.model}
-        if "torch_compile" in want and settings.quick_models:
-            log(
-                f"  {case.name} torch_compile: left out at --quick sizes (compiling takes a minute)"
-            )
-        elif "torch_compile" in want:
-            torch._dynamo.reset()
+        torch._dynamo.reset()
+        for impl in ("torch_compile", "opbridge_compile_auto"):
+            if impl in want and settings.quick_models:
+                log(f"  {case.name} {impl}: left out at --quick sizes (compiling takes a minute)")
+        if "torch_compile" in want and not settings.quick_models:
             eager["torch_compile"] = torch.compile(composite, dynamic=False)
+        if "opbridge_compile" in want:
+            eager["opbridge_compile"] = torch.compile(case.model, dynamic=False)
+        if "opbridge_compile_auto" in want and not settings.quick_models:
+            compiled = compile_choice(case, log, choices)
+            if compiled is not None:
+                eager["opbridge_compile_auto"] = compiled
         meta = dict(op=case.name, shape=case.shape, dtype=case.dtype, pass_="fwd")
         for threads in settings.thread_counts:
             torch.set_num_threads(threads)

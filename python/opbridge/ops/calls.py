@@ -81,9 +81,12 @@ def detached(value):
     return value
 
 
-def record_calls(model: torch.nn.Module, args: tuple) -> dict[str, list[Call]]:
-    """The distinct calls of every loaded library's operators that
-    ``model(*args)`` makes, by operator (in the order first called)."""
+def record_calls(
+    model: torch.nn.Module, args: tuple, namespaces: Iterable[str] | None = None
+) -> dict[str, list[Call]]:
+    """The distinct calls of every loaded library's operators (or those in
+    the torch ``namespaces`` given) that ``model(*args)`` makes, by operator
+    (in the order first called)."""
     calls: dict[tuple, Call] = {}
 
     def on_call(op: str, call_args: tuple, call_kwargs: dict, _output) -> None:
@@ -94,7 +97,7 @@ def record_calls(model: torch.nn.Module, args: tuple) -> dict[str, list[Call]]:
         else:
             calls[key] = call
 
-    with torch.no_grad(), CallRecorder(on_call):
+    with torch.no_grad(), CallRecorder(on_call, namespaces):
         model(*args)
     by_op: dict[str, list[Call]] = {}
     for call in calls.values():

@@ -2,8 +2,9 @@
 
     lib = opbridge.build.load("softcap", sources=["softcap.cpp"])
 
-compiles the sources with the installed SDK into both libraries (the PyTorch
-extension and the ONNX Runtime custom-op library), caches the result under a
+compiles the sources with the installed SDK into the libraries (the PyTorch
+library and its Python extension module, the ONNX Runtime custom-op library),
+caches the result under a
 key made of the sources' content (and of the headers beside them, the
 library's identity, opbridge's and torch's versions), and loads it with
 :func:`opbridge.load_library`. A second call with unchanged sources loads the
@@ -108,7 +109,9 @@ def load(
     with open(directory / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         built = sorted((directory / "build").glob(f"{module}*.so"))
-        if not built:
+        # A build from before the PyTorch library (lib<name>_torch.so) was
+        # made beside the module is built again.
+        if not built or not (directory / "build" / f"lib{name}_torch.so").is_file():
             (directory / "CMakeLists.txt").write_text(_cmake_lists(name, paths, args))
             ninja = shutil.which("ninja", path=f"{Path(sys.executable).parent}{os.pathsep}")
             ninja = ninja or shutil.which("ninja")

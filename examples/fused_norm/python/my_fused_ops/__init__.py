@@ -1,7 +1,8 @@
-"""my_fused_ops: the articles' fused_norm, built with the opbridge SDK.
+"""my_fused_ops: the articles' fused_norm, and swiglu_clamp (written with the
+SDK's kernel toolkit), built with the opbridge SDK.
 
-Importing the package loads the library: torch.ops.myops.fused_norm in
-PyTorch and ONNX domain "com.example.myops" for ONNX Runtime
+Importing the package loads the library: torch.ops.myops.fused_norm and
+torch.ops.myops.swiglu_clamp in PyTorch and ONNX domain "com.example.myops" for ONNX Runtime
 (opbridge.ort.InferenceSession registers it for models that use it).
 """
 
@@ -11,5 +12,7 @@ from my_fused_ops import my_fused_ops_torch as _native
 LIBRARY = opbridge.load_library(_native)
 
 from my_fused_ops.functional import CARD, FusedNorm, fused_norm  # noqa: E402
+from my_fused_ops.swiglu import CARD as SWIGLU_CLAMP_CARD  # noqa: E402
+from my_fused_ops.swiglu import swiglu_clamp  # noqa: E402
 
-__all__ = ["CARD", "LIBRARY", "FusedNorm", "fused_norm"]
+__all__ = ["CARD", "LIBRARY", "SWIGLU_CLAMP_CARD", "FusedNorm", "fused_norm", "swiglu_clamp"]

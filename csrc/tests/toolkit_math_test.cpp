@@ -1,0 +1,351 @@
+// The toolkit's vector math (opbridge/toolkit/math-inl.h) against libm in
+// double (float32) and long double (float64), on every SIMD target this CPU
+// runs: a dense sweep of each type's range, the extremes, +-inf and NaN. The
+// bounds asserted here are the ones math-inl.h and the fast-kernels guide
+// document.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "tests/toolkit_math_test.cpp"
+#include <hwy/foreach_target.h>  // must come before highway.h
+#include <hwy/highway.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "opbridge/toolkit/math-inl.h"
+
+#ifndef OPBRIDGE_TOOLKIT_MATH_TEST_FUNCTIONS_
+#define OPBRIDGE_TOOLKIT_MATH_TEST_FUNCTIONS_
+namespace opbridge {
+namespace toolkit_math_test {
+enum Function {
+  kExp,
+  kLog,
+  kTanh,
+  kSigmoid,
+  kErf,
+  kSilu,
+  kSiluGrad,
+  kGeluErf,
+  kGeluErfGrad,
+  kGeluTanh,
+  kGeluTanhGrad,
+  kNumFunctions
+};
+}  // namespace toolkit_math_test
+}  // namespace opbridge
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace opbridge {
+namespace HWY_NAMESPACE {
+namespace {
+
+namespace hn = hwy::HWY_NAMESPACE;
+namespace tk = opbridge::HWY_NAMESPACE::toolkit;
+using toolkit_math_test::Function;
+
+template <class D, class V>
+HWY_INLINE V Apply(D d, Function fn, V x) {
+  switch (fn) {
+    case toolkit_math_test::kExp:
+      return tk::Exp(d, x);
+    case toolkit_math_test::kLog:
+      return tk::Log(d, x);
+    case toolkit_math_test::kTanh:
+      return tk::Tanh(d, x);
+    case toolkit_math_test::kSigmoid:
+      return tk::Sigmoid(d, x);
+    case toolkit_math_test::kErf:
+      return tk::Erf(d, x);
+    case toolkit_math_test::kSilu:
+      return tk::Silu(d, x);
+    case toolkit_math_test::kSiluGrad:
+      return tk::SiluGrad(d, x);
+    case toolkit_math_test::kGeluErf:
+      return tk::GeluErf(d, x);
+    case toolkit_math_test::kGeluErfGrad:
+      return tk::GeluErfGrad(d, x);
+    case toolkit_math_test::kGeluTanh:
+      return tk::GeluTanh(d, x);
+    case toolkit_math_test::kGeluTanhGrad:
+      return tk::GeluTanhGrad(d, x);
+    default:
+      return x;
+  }
+}
+
+// n is a multiple of every target's lane count (the callers pad).
+template <typename T>
+void EvalImpl(int fn, const T* x, T* y, size_t n) {
+  const hn::ScalableTag<T> d;
+  for (size_t i = 0; i < n; i += hn::Lanes(d)) {
+    hn::StoreU(Apply(d, static_cast<Function>(fn), hn::LoadU(d, x + i)), d, y + i);
+  }
+}
+
+}  // namespace
+
+void EvalF32(int fn, const float* x, float* y, size_t n) { EvalImpl(fn, x, y, n); }
+void EvalF64(int fn, const double* x, double* y, size_t n) { EvalImpl(fn, x, y, n); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace opbridge
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "opbridge/simd.h"
+
+namespace opbridge {
+
+HWY_EXPORT(EvalF32);
+HWY_EXPORT(EvalF64);
+
+namespace toolkit_math_test {
+namespace {
+
+using LD = long double;
+
+constexpr LD kInvSqrt2 = 0.707106781186547524400844362104849039L;
+constexpr LD kInvSqrt2Pi = 0.398942280401432677939946059934381868L;
+constexpr LD kSqrt2OverPi = 0.797884560802865355879892119868763737L;
+
+LD SigmoidRef(LD x) { return 1.0L / (1.0L + std::exp(-x)); }
+
+// The exact functions, in long double (libm's long double functions).
+LD Reference(Function fn, LD x) {
+  switch (fn) {
+    case kExp:
+      return std::exp(x);
+    case kLog:
+      return std::log(x);
+    case kTanh:
+      return std::tanh(x);
+    case kSigmoid:
+      return SigmoidRef(x);
+    case kErf:
+      return std::erf(x);
+    case kSilu:
+      return std::isinf(x) ? (x > 0 ? x : 0.0L) : x * SigmoidRef(x);
+    case kSiluGrad: {
+      if (std::isinf(x)) return x > 0 ? 1.0L : 0.0L;
+      const LD s = SigmoidRef(x);
+      return s * (1.0L + x * (1.0L - s));
+    }
+    case kGeluErf:
+      return std::isinf(x) ? (x > 0 ? x : 0.0L) : 0.5L * x * std::erfc(-x * kInvSqrt2);
+    case kGeluErfGrad:
+      if (std::isinf(x)) return x > 0 ? 1.0L : 0.0L;
+      return 0.5L * std::erfc(-x * kInvSqrt2) + x * kInvSqrt2Pi * std::exp(-0.5L * x * x);
+    case kGeluTanh:
+    case kGeluTanhGrad: {
+      if (std::isinf(x)) return fn == kGeluTanh ? (x > 0 ? x : 0.0L) : (x > 0 ? 1.0L : 0.0L);
+      const LD u = kSqrt2OverPi * (x + 0.044715L * x * x * x);
+      const LD s = 1.0L / (1.0L + std::exp(-2.0L * u));
+      if (fn == kGeluTanh) return x * s;
+      return s + 2.0L * x * s * (1.0L - s) * kSqrt2OverPi * (1.0L + 3.0L * 0.044715L * x * x);
+    }
+    default:
+      return x;
+  }
+}
+
+const char* Name(Function fn) {
+  static const char* const kNames[] = {"Exp",         "Log",      "Tanh",        "Sigmoid",
+                                       "Erf",         "Silu",     "SiluGrad",    "GeluErf",
+                                       "GeluErfGrad", "GeluTanh", "GeluTanhGrad"};
+  return kNames[fn];
+}
+
+// A result passes when it is within `ulp` units in the last place of the
+// exact result, or within abs * max(1, |x|) of it (what matters where the
+// result is near zero and the function's own terms cancel). The table of
+// math-inl.h and of docs/guides/fast-kernels.md.
+struct Bound {
+  double ulp;
+  double abs;
+};
+struct Bounds {
+  Bound f32;
+  Bound f64;
+};
+// float64 rows with ulp 1 and abs 0 where the function is libm's, lane by lane.
+const Bounds kBounds[kNumFunctions] = {
+    /* Exp          */ {{1, 0}, {3, 0}},  // float64: 1 ulp up to 700, (e^(x/2))^2 beyond
+    /* Log          */ {{1, 0}, {1, 0}},
+    /* Tanh         */ {{3, 0}, {3, 0}},
+    /* Sigmoid      */ {{3, 0}, {3, 0}},
+    /* Erf          */ {{7, 1e-7}, {1, 0}},
+    /* Silu         */ {{4, 1e-37}, {4, 1e-307}},  // abs: where sigmoid(x) is subnormal
+    /* SiluGrad     */ {{4, 4e-7}, {4, 1e-15}},
+    /* GeluErf      */ {{4, 2e-7}, {2, 1e-16}},
+    /* GeluErfGrad  */ {{4, 4e-7}, {2, 4e-16}},
+    /* GeluTanh     */ {{4, 1e-7}, {4, 1e-15}},
+    /* GeluTanhGrad */ {{4, 4e-7}, {4, 1e-15}},
+};
+
+template <typename T>
+LD UlpOf(LD exact) {
+  const LD a = std::fabs(exact);
+  const LD smallest = std::numeric_limits<T>::denorm_min();
+  if (a < static_cast<LD>(std::numeric_limits<T>::min())) return smallest;
+  int exponent = 0;
+  std::frexp(a, &exponent);  // a = m 2^exponent, m in [0.5, 1)
+  return std::ldexp(1.0L, exponent - std::numeric_limits<T>::digits);
+}
+
+// Inputs: every 4099th float32 bit pattern (both signs, all exponents), a
+// uniform grid on [-12, 12], and the special values. float64: random bit
+// patterns, grids on [-12, 12] and [-750, 750], and the special values.
+template <typename T>
+std::vector<T> Sweep() {
+  std::vector<T> x;
+  if constexpr (std::is_same_v<T, float>) {
+    for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += 16411) {
+      const uint32_t b = static_cast<uint32_t>(bits);
+      float v;
+      std::memcpy(&v, &b, sizeof(v));
+      x.push_back(v);
+    }
+    for (int i = -60000; i <= 60000; ++i) x.push_back(static_cast<float>(i) * 2e-4f);
+  } else {
+    std::mt19937_64 gen(7);
+    for (int i = 0; i < 40000; ++i) {
+      const uint64_t b = gen();
+      double v;
+      std::memcpy(&v, &b, sizeof(v));
+      x.push_back(v);
+    }
+    for (int i = -30000; i <= 30000; ++i) x.push_back(static_cast<double>(i) * 4e-4);
+    for (int i = -15000; i <= 15000; ++i) x.push_back(static_cast<double>(i) * 5e-2);
+  }
+  using L = std::numeric_limits<T>;
+  for (T v : {T(0),         L::min(), L::denorm_min(), L::max(),  L::infinity(), L::quiet_NaN(),
+              L::epsilon(), T(88.72), T(88.73),        T(103.9),  T(704),        T(706.5),
+              T(709.7),     T(709.8), T(-87.3),        T(-103.9), T(-745.1),     T(-745.2),
+              T(3.92),      T(5.54),  T(9.1),          T(19.1),   T(1e-30)}) {
+    x.push_back(v);
+    x.push_back(-v);
+  }
+  while (x.size() % 64 != 0) x.push_back(T(1));
+  return x;
+}
+
+template <typename T>
+void Eval(int fn, const std::vector<T>& x, std::vector<T>* y) {
+  if constexpr (std::is_same_v<T, float>) {
+    OPBRIDGE_DYNAMIC_DISPATCH(EvalF32)(fn, x.data(), y->data(), x.size());
+  } else {
+    OPBRIDGE_DYNAMIC_DISPATCH(EvalF64)(fn, x.data(), y->data(), x.size());
+  }
+}
+
+struct ForcedTarget {
+  explicit ForcedTarget(const std::string& name) { EXPECT_TRUE(SetSimdTarget(name).ok()) << name; }
+  ~ForcedTarget() { SetSimdTarget("").ok(); }
+};
+
+template <typename T>
+void CheckAllFunctions() {
+  const std::vector<T> x = Sweep<T>();
+  std::vector<T> y(x.size());
+  for (int f = 0; f < kNumFunctions; ++f) {
+    const Function fn = static_cast<Function>(f);
+    const Bound bound = std::is_same_v<T, float> ? kBounds[f].f32 : kBounds[f].f64;
+    std::vector<LD> exact(x.size());
+    for (size_t i = 0; i < x.size(); ++i) exact[i] = Reference(fn, static_cast<LD>(x[i]));
+    for (const std::string& target : SimdTargets()) {
+      ForcedTarget forced(target);
+      Eval(f, x, &y);
+      double worst_ulp = 0.0;  // over the results outside the absolute bound
+      T worst_x = 0;
+      int failures = 0;
+      std::ostringstream first_failures;
+      for (size_t i = 0; i < x.size(); ++i) {
+        const LD want = static_cast<LD>(static_cast<T>(exact[i]));  // rounded: the best T can hold
+        const LD got = static_cast<LD>(y[i]);
+        bool ok;
+        if (std::isnan(exact[i]) || std::isnan(got)) {
+          ok = std::isnan(exact[i]) && std::isnan(got);
+        } else if (std::isinf(want) || std::isinf(got)) {
+          ok = want == got;
+        } else {
+          const LD err = std::fabs(got - exact[i]);
+          const double ulps = static_cast<double>(err / UlpOf<T>(exact[i]));
+          const LD abs_bound =
+              static_cast<LD>(bound.abs) * std::max<LD>(1.0L, std::fabs(static_cast<LD>(x[i])));
+          ok = ulps <= bound.ulp || err <= abs_bound;
+          if (err > abs_bound && ulps > worst_ulp) {
+            worst_ulp = ulps;
+            worst_x = x[i];
+          }
+        }
+        if (!ok && failures++ < 5) {
+          first_failures << "\n  x = " << static_cast<double>(x[i]) << ": got " << static_cast<double>(got)
+                         << ", exact " << static_cast<double>(exact[i]);
+        }
+      }
+      EXPECT_EQ(failures, 0) << Name(fn) << " on " << target << ": " << failures << " of " << x.size()
+                             << " results outside " << bound.ulp << " ulp / " << bound.abs << " abs"
+                             << first_failures.str();
+      if (std::getenv("OPBRIDGE_MATH_REPORT") != nullptr) {
+        std::printf("%-13s %-8s max %.2f ulp (at x = %g) outside abs %g\n", Name(fn), target.c_str(),
+                    worst_ulp, static_cast<double>(worst_x), bound.abs);
+      }
+    }
+  }
+}
+
+TEST(ToolkitMath, Float32WithinDocumentedBoundsOnEveryTarget) { CheckAllFunctions<float>(); }
+
+TEST(ToolkitMath, Float64WithinDocumentedBoundsOnEveryTarget) { CheckAllFunctions<double>(); }
+
+// The edge cases a kernel relies on, exactly.
+TEST(ToolkitMath, SpecialValuesAreExact) {
+  using L = std::numeric_limits<float>;
+  const std::vector<float> x = {0.0f, -0.0f, L::infinity(), -L::infinity(), 1.0f, 100.0f, -100.0f, -1e30f};
+  std::vector<float> padded(64, 0.0f), y(64);
+  std::copy(x.begin(), x.end(), padded.begin());
+  auto run = [&](Function fn) {
+    Eval(fn, padded, &y);
+    return y;
+  };
+  auto e = run(kExp);
+  EXPECT_EQ(e[0], 1.0f);
+  EXPECT_EQ(e[2], L::infinity());
+  EXPECT_EQ(e[3], 0.0f);
+  auto l = run(kLog);
+  EXPECT_EQ(l[0], -L::infinity());
+  EXPECT_EQ(l[2], L::infinity());
+  EXPECT_TRUE(std::isnan(l[3]));
+  EXPECT_EQ(l[4], 0.0f);
+  auto t = run(kTanh);
+  EXPECT_EQ(t[2], 1.0f);
+  EXPECT_EQ(t[3], -1.0f);
+  EXPECT_EQ(t[5], 1.0f);
+  EXPECT_TRUE(std::signbit(t[1]));
+  auto g = run(kGeluErf);
+  EXPECT_EQ(g[2], L::infinity());
+  EXPECT_EQ(g[6], 0.0f);
+  EXPECT_EQ(g[7], 0.0f);
+  auto s = run(kSigmoid);
+  EXPECT_EQ(s[2], 1.0f);
+  EXPECT_EQ(s[3], 0.0f);
+  EXPECT_EQ(s[0], 0.5f);
+}
+
+}  // namespace
+}  // namespace toolkit_math_test
+}  // namespace opbridge
+#endif  // HWY_ONCE

@@ -1,0 +1,159 @@
+"""Models with opbridge's ops, lowered to ExecuTorch programs (.pte) and run in
+ExecuTorch's runtime on opbridge's kernels (libopbridge_executorch.so, one
+kernel per spec for its out= form), against eager PyTorch.
+
+Run in .venv-executorch by ./dev executorch (scripts/check_executorch.sh),
+not by the main test run: the executorch wheel lives in that environment.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+
+import pytest
+import torch
+from executorch.exir import to_edge
+from executorch.extension.pybindings import portable_lib
+from torch import nn
+
+import opbridge
+from opbridge import nn as onn
+
+LIBRARY = Path(opbridge.__file__).parent / "libopbridge_executorch.so"
+DIM = 16
+
+
+@pytest.fixture(scope="module")
+def kernels() -> ctypes.CDLL:
+    library = ctypes.CDLL(str(LIBRARY))
+    library.opbridge_executorch_last_error.restype = ctypes.c_char_p
+    library.opbridge_executorch_kernels.restype = ctypes.c_char_p
+    return library
+
+
+class Block(nn.Module):
+    """rms_norm (with a bias), add_rms_norm (two outputs), a Linear (ExecuTorch's
+    own kernels), bias_gelu (a string attribute) and scaled_clamp."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = onn.RMSNorm(DIM, bias=True)
+        self.add_norm = onn.AddRMSNorm(DIM)
+        self.proj = nn.Linear(DIM, DIM)
+        self.gelu = onn.BiasGELU(DIM, approximate="tanh")
+        self.clamp = onn.ScaledClamp(0.75, -0.5, 0.5)
+        with torch.no_grad():
+            for module in (self.norm, self.add_norm, self.gelu):
+                for parameter in module.parameters():
+                    parameter.copy_(torch.randn_like(parameter))
+
+    def forward(self, x: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        y, summed = self.add_norm(self.norm(x), residual)
+        return self.clamp(self.gelu(self.proj(y))), summed
+
+
+def lower(model: nn.Module, example: tuple, path: Path, dynamic_shapes=None) -> Path:
+    exported = torch.export.export(model, example, dynamic_shapes=dynamic_shapes)
+    program = to_edge(exported).to_executorch()
+    path.write_bytes(program.buffer)
+    return path
+
+
+def operators(path: Path) -> set[str]:
+    from executorch.exir._serialize._program import deserialize_pte_binary
+
+    program = deserialize_pte_binary(path.read_bytes())
+    program = getattr(program, "program", program)
+    return {f"{op.name}.{op.overload}" for plan in program.execution_plan for op in plan.operators}
+
+
+def run(path: Path, inputs: tuple) -> list[torch.Tensor]:
+    return list(portable_lib._load_for_executorch(str(path)).forward(inputs))
+
+
+@pytest.fixture(scope="module")
+def block_program(tmp_path_factory) -> tuple[nn.Module, Path]:
+    torch.manual_seed(0)
+    model = Block().eval()
+    example = (torch.randn(4, DIM), torch.randn(4, DIM))
+    return model, lower(model, example, tmp_path_factory.mktemp("pte") / "block.pte")
+
+
+def test_every_spec_has_a_kernel_in_the_runtime(kernels):
+    names = kernels.opbridge_executorch_kernels().decode().split()
+    assert names == sorted(f"opbridge::{name}.out" for name in opbridge.specs()), names
+    assert set(names) <= set(portable_lib._get_operator_names())
+
+
+def test_program_calls_the_out_variants(block_program):
+    _, path = block_program
+    ops = operators(path)
+    for name in ("rms_norm", "add_rms_norm", "bias_gelu", "scaled_clamp"):
+        assert f"opbridge::{name}.out" in ops, ops
+
+
+def test_program_equals_eager(kernels, block_program):
+    model, path = block_program
+    for seed in (1, 2):
+        torch.manual_seed(seed)
+        inputs = (torch.randn(4, DIM), torch.randn(4, DIM))
+        with torch.no_grad():
+            expected = model(*inputs)
+        got = run(path, inputs)
+        assert len(got) == 2
+        for actual, reference in zip(got, expected, strict=True):
+            torch.testing.assert_close(actual, reference, rtol=1e-5, atol=1e-5)
+        assert kernels.opbridge_executorch_last_error() == b""
+
+
+class Norm(nn.Module):
+    def forward(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+        return opbridge.scaled_clamp(opbridge.rms_norm(x, weight, None, 1e-5), 2.0, -1.0, 1.0)
+
+
+@pytest.fixture(scope="module")
+def dynamic_program(tmp_path_factory) -> Path:
+    rows, cols = torch.export.Dim("rows", min=1, max=32), torch.export.Dim("cols", min=2, max=64)
+    example = (torch.randn(4, DIM), torch.randn(DIM))
+    return lower(
+        Norm(),
+        example,
+        tmp_path_factory.mktemp("pte") / "norm.pte",
+        dynamic_shapes=({0: rows, 1: cols}, {0: cols}),
+    )
+
+
+@pytest.mark.parametrize("shape", [(3, 8), (32, 64), (1, 2)])
+def test_dynamic_shapes_resize_the_outputs(kernels, dynamic_program, shape):
+    torch.manual_seed(shape[0])
+    x, weight = torch.randn(*shape), torch.randn(shape[1])
+    (got,) = run(dynamic_program, (x, weight))
+    torch.testing.assert_close(got, Norm()(x, weight), rtol=1e-5, atol=1e-5)
+    assert kernels.opbridge_executorch_last_error() == b""
+
+
+def test_bad_input_fails_the_call_naming_op_and_argument(kernels, dynamic_program):
+    # The runtime checks each input against its upper bound only: a weight
+    # whose size differs from x's last dimension reaches the kernel.
+    with pytest.raises(RuntimeError):
+        run(dynamic_program, (torch.randn(3, 8), torch.randn(6)))
+    message = kernels.opbridge_executorch_last_error().decode()
+    assert "opbridge::RmsNorm" in message, message
+    assert "weight" in message, message
+    assert "[6]" in message and "8" in message, message
+
+
+def test_a_second_copy_registers_nothing(kernels, tmp_path):
+    # ExecuTorch aborts the process on a kernel name registered twice: a
+    # second copy of the library (another path) refuses its kernels instead.
+    copy = tmp_path / "libopbridge_executorch_copy.so"
+    copy.write_bytes(LIBRARY.read_bytes())
+    second = ctypes.CDLL(str(copy))
+    second.opbridge_executorch_kernels.restype = ctypes.c_char_p
+    second.opbridge_executorch_last_error.restype = ctypes.c_char_p
+    assert second.opbridge_executorch_kernels() == b""
+    assert "already has a kernel 'opbridge::" in second.opbridge_executorch_last_error().decode()
+    assert kernels.opbridge_executorch_kernels().decode().split() == sorted(
+        f"opbridge::{name}.out" for name in opbridge.specs()
+    )

@@ -1,0 +1,55 @@
+"""The faulty_ops test library (tests/sdk/faulty_ops): one JIT build, cached
+by content under build/test-jit, shared by the tests that need a user's
+library already built (tests/sdk/test_faulty_ops.py, tests/deploy/test_aoti.py)."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from opbridge._library import native_dir
+
+from paths import ROOT
+
+SOURCES = sorted((ROOT / "tests" / "sdk" / "faulty_ops").glob("*.cpp"))
+
+
+def sdk_digest() -> str:
+    """The installed SDK's sources and CMake package: a build of faulty_ops
+    with another SDK is another cache entry."""
+    digest = hashlib.sha256()
+    for folder in (native_dir() / "sdk" / "csrc", native_dir() / "share" / "cmake"):
+        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+            digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+def build() -> Path:
+    """The faulty_ops extension module's file, built (or reused) in a process
+    of its own; its PyTorch library, libfaulty_ops_torch.so, lies beside it."""
+    root = ROOT / "build" / "test-jit" / sdk_digest()
+    for stale in root.parent.glob("*"):  # builds with an SDK since changed
+        if stale != root:
+            shutil.rmtree(stale, ignore_errors=True)
+    code = f"""
+        import opbridge.build
+        library = opbridge.build.load(
+            "faulty_ops", {[str(s) for s in SOURCES]!r}, onnx_domain="com.example.faulty",
+            build_directory={str(root)!r})
+        print(library.path)
+        """
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=600,
+    )
+    assert result.returncode == 0, (
+        f"exit status {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    )
+    return Path(result.stdout.strip().splitlines()[-1])
