@@ -86,13 +86,12 @@ from opbridge.bench import (
     machine_description,
     ort_runner,
     ort_session,
-    summarize,
     tensors_of,
     time_calls,
     tune_allocator,
 )
 from opbridge.bench.cases import export_key, fresh_compile
-from opbridge.bench.runner import fwd_bwd, native_stdout_silenced
+from opbridge.bench.runner import fwd_bwd, native_stdout_silenced, result_of
 from opbridge.ops import UnknownOperatorError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -386,19 +385,10 @@ def run_case(
     )
     fns, diffs, call_s = checked(fns, expected, log, label)
     for impl, times in time_rounds(fns, plan, log, label, call_s).items():
-        median, p99 = summarize(times)
-        results.append(
-            Result(
-                **meta,
-                impl=impl,
-                median_us=median,
-                p99_us=p99,
-                gbps=nbytes / (median * 1e3),
-                max_abs_diff=diffs.get(impl),
-            )
-        )
+        result = result_of(meta, impl, times, nbytes, max_abs_diff=diffs.get(impl))
+        results.append(result)
         diff = f", max abs diff {diffs[impl]:.1e}" if impl in diffs else ""
-        log(f"  {label} {impl}: median {median:.1f} us, p99 {p99:.1f} us{diff}")
+        log(f"  {label} {impl}: median {result.median_us:.1f} us, p99 {result.p99_us:.1f} us{diff}")
 
 
 def bound(fn: Callable, args: tuple) -> Callable[[], object]:

@@ -157,20 +157,25 @@ def run_case(
     fields of an implementation's Result (``fused``, ``max_abs_diff``)."""
     extra = extra or {}
     for impl, times in time_back_to_back(fns, settings, log, label).items():
-        median, p99 = summarize(times)
-        results.append(
-            Result(
-                **meta,
-                impl=impl,
-                median_us=median,
-                p99_us=p99,
-                gbps=nbytes / (median * 1e3),
-                **extra.get(impl, {}),
-            )
-        )
+        result = result_of(meta, impl, times, nbytes, **extra.get(impl, {}))
+        results.append(result)
         fused = extra.get(impl, {}).get("fused")
         note = f" [{', '.join(fused) or 'no ONNX Runtime operators'}]" if fused is not None else ""
-        log(f"  {label} {impl}: median {median:.1f} us, p99 {p99:.1f} us{note}")
+        log(f"  {label} {impl}: median {result.median_us:.1f} us, p99 {result.p99_us:.1f} us{note}")
+
+
+def result_of(meta: dict, impl: str, times, nbytes: int, **extra) -> Result:
+    """The Result of ``impl``'s call times for the case ``meta`` describes,
+    which moves ``nbytes`` per call; ``extra`` holds more of its fields."""
+    median, p99 = summarize(times)
+    return Result(
+        **meta,
+        impl=impl,
+        median_us=median,
+        p99_us=p99,
+        gbps=nbytes / (median * 1e3),
+        **extra,
+    )
 
 
 def torch_impls(
