@@ -3,7 +3,8 @@
 #
 #   opbridge_add_operator_library(<name>
 #     SOURCES <spec.cpp, kernel.cpp, ...>
-#     [ADAPTERS <adapter>...]         the runtimes to build for       (default: torch ort openvino)
+#     [ADAPTERS <adapter>...]         the runtimes to build for       (default: torch ort openvino;
+#                                     executorch only when named)
 #     [TORCH_NAMESPACE <ns>]         torch.ops.<ns>.<op>             (default <name>)
 #     [ONNX_DOMAIN <domain>]          the custom route's ONNX domain  (default <name>)
 #     [DOMAIN_VERSION <n>]            that domain's opset version     (default 1)
@@ -61,6 +62,17 @@ if(OPBRIDGE_WERROR)
   list(APPEND OPBRIDGE_COMPILE_WARNINGS -Werror)
 endif()
 
+# The SIMD targets (Highway's) the kernels are compiled for: all that the
+# compiler supports (each kernel is then dispatched to the CPU's best),
+# less those named here, as Highway's HWY_DISABLED_TARGETS takes them
+# ("HWY_SSSE3|HWY_SSE4|HWY_AVX3": SCALAR and AVX2 remain). Fewer targets
+# compile in a fraction of the time: for test and development builds (the
+# test suite's and ./dev test's builds of users' libraries use it), never for
+# a library that ships. The environment variable of the same name sets it
+# where the build is not configured by hand (pip, opbridge.build.load).
+set(OPBRIDGE_HWY_DISABLED_TARGETS "$ENV{OPBRIDGE_HWY_DISABLED_TARGETS}"
+    CACHE STRING "Highway targets not to compile the kernels for (HWY_DISABLED_TARGETS; empty: none)")
+
 # ccache, where installed and the project chose no launcher, for the targets
 # opbridge_add_operator_library makes: opbridge's own sources (the core and
 # the adapters, about two thirds of a library's compile time) compile the same
@@ -112,8 +124,15 @@ macro(_opbridge_find_torch)
   endif()
 endmacro()
 
-# The adapters opbridge_add_operator_library knows, in its default order.
+# The adapters opbridge_add_operator_library knows, in its default order,
+# and those it builds only when ADAPTERS names them: ExecuTorch's
+# (executorch_adapter/executorch.cmake, beside the adapter's sources), which
+# needs the executorch package.
 set_property(GLOBAL PROPERTY OPBRIDGE_ADAPTERS torch ort openvino)
+set_property(GLOBAL PROPERTY OPBRIDGE_OPT_IN_ADAPTERS executorch)
+if(EXISTS "${OPBRIDGE_SDK_CSRC}/executorch_adapter/executorch.cmake")
+  include("${OPBRIDGE_SDK_CSRC}/executorch_adapter/executorch.cmake")
+endif()
 
 # ONNX Runtime: <name>_ort, a custom-op library (ort_adapter/).
 function(_opbridge_adapter_ort name out_var)
@@ -275,6 +294,8 @@ function(opbridge_add_operator_library name)
   else()
     set(_adapters ${_known})
   endif()
+  get_property(_opt_in GLOBAL PROPERTY OPBRIDGE_OPT_IN_ADAPTERS)
+  list(APPEND _known ${_opt_in})
   foreach(_adapter IN ITEMS torch ort)
     string(TOUPPER "${_adapter}" _upper)
     if(ARG_NO_${_upper})
@@ -346,6 +367,9 @@ function(opbridge_add_operator_library name)
            OPBRIDGE_TORCH_NAMESPACE="${ARG_TORCH_NAMESPACE}" OPBRIDGE_ONNX_DOMAIN="${ARG_ONNX_DOMAIN}"
            OPBRIDGE_DOMAIN_VERSION=${ARG_DOMAIN_VERSION} OPBRIDGE_LIBRARY_VERSION="${ARG_VERSION}")
   target_compile_options(${name}_core PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${OPBRIDGE_COMPILE_WARNINGS}>")
+  if(OPBRIDGE_HWY_DISABLED_TARGETS)
+    target_compile_definitions(${name}_core PRIVATE "HWY_DISABLED_TARGETS=(${OPBRIDGE_HWY_DISABLED_TARGETS})")
+  endif()
   target_link_libraries(${name}_core PUBLIC hwy::hwy)
   if(OPBRIDGE_CUDA)
     target_compile_features(${name}_core PUBLIC cuda_std_17)

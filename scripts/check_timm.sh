@@ -46,13 +46,18 @@ if [[ -z "$cuda_root" || ! -d "$cuda_root/include" ]]; then
   echo "[timm] needs the CUDA toolkit to build against torch's CUDA build: set CUDA_HOME or put nvcc on PATH" >&2
   exit 1
 fi
-want="$(git ls-files -s csrc python cmake CMakeLists.txt pyproject.toml requirements-timm.txt | sha256sum | cut -d' ' -f1)-$CUDA_ARCHS-$(git diff HEAD -- csrc python cmake CMakeLists.txt pyproject.toml | sha256sum | cut -d' ' -f1)"
+# A test build: the CPU kernels for two SIMD targets (SCALAR, AVX2), not all
+# five (cmake/opbridge.cmake, OPBRIDGE_HWY_DISABLED_TARGETS); the main build
+# and the wheel have them all.
+HWY_DISABLED="HWY_SSSE3|HWY_SSE4|HWY_AVX3"
+want="$(git ls-files -s csrc python cmake CMakeLists.txt pyproject.toml requirements-timm.txt | sha256sum | cut -d' ' -f1)-$CUDA_ARCHS-$HWY_DISABLED-$(git diff HEAD -- csrc python cmake CMakeLists.txt pyproject.toml | sha256sum | cut -d' ' -f1)"
 if [[ ! -f "$STAMP" || "$(cat "$STAMP")" != "$want" ]]; then
   log "building opbridge against $("$VENV/bin/python" -c 'import torch; print("torch", torch.__version__)')"
   "$VENV/bin/python" -m pip install -q --no-build-isolation --no-deps --force-reinstall . \
     -Cbuild-dir="$BUILD" -Ccmake.define.CUDA_TOOLKIT_ROOT_DIR="$cuda_root" \
     -Ccmake.define.CMAKE_CUDA_COMPILER="$cuda_root/bin/nvcc" -Ccmake.define.OPBRIDGE_CUDA=ON \
     -Ccmake.define.CMAKE_CUDA_ARCHITECTURES="$CUDA_ARCHS" \
+    -Ccmake.define.OPBRIDGE_HWY_DISABLED_TARGETS="$HWY_DISABLED" \
     -Ccmake.define.OPBRIDGE_WERROR=ON
   mkdir -p "$(dirname "$STAMP")"
   echo "$want" >"$STAMP"

@@ -9,6 +9,13 @@ os.environ.setdefault(
     "TORCHINDUCTOR_CACHE_DIR", str(Path(__file__).resolve().parents[1] / "build" / "torchinductor")
 )
 
+# Users' libraries built by the tests (the scaffold's project, the examples,
+# opbridge.build.load) compile their kernels for two SIMD targets, SCALAR and
+# AVX2, not all five: a fraction of the compile time, and both dispatch
+# paths still run. opbridge's own library, built by ./dev, has every target,
+# and its C++ tests force each one in turn.
+os.environ.setdefault("OPBRIDGE_HWY_DISABLED_TARGETS", "HWY_SSSE3|HWY_SSE4|HWY_AVX3")
+
 import pytest
 import torch
 

@@ -1,7 +1,8 @@
 # The ExecuTorch adapter: <name>_executorch (lib<name>_executorch.so), the
 # library's out= kernels for the ExecuTorch runtime (kernels.cpp). Built with
-# -DOPBRIDGE_BUILD_EXECUTORCH=ON, against the executorch wheel of the Python
-# that runs the build (./dev executorch, scripts/check_executorch.sh): its
+# ADAPTERS executorch (opbridge's own: -DOPBRIDGE_BUILD_EXECUTORCH=ON, as
+# ./dev builds it), against the executorch wheel of the Python that runs the
+# build (requirements-nodeps.txt): its
 # headers (executorch/include) and its runtime, the pybindings module
 # _portable_lib, whose kernel registry the library registers into. Linked
 # against that module by file name, found through the RUNPATH beside the
@@ -72,7 +73,3 @@ function(_opbridge_adapter_executorch name out_var)
   set(${out_var} ${name}_executorch PARENT_SCOPE)
 endfunction()
 
-get_property(_opbridge_known_adapters GLOBAL PROPERTY OPBRIDGE_ADAPTERS)
-if(NOT "executorch" IN_LIST _opbridge_known_adapters)
-  set_property(GLOBAL APPEND PROPERTY OPBRIDGE_ADAPTERS executorch)
-endif()

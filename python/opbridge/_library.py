@@ -129,6 +129,13 @@ class Library:
         OpenVINO's CMake package was found)."""
         return self.path.parent / f"lib{self.name}_openvino.so"
 
+    @property
+    def executorch_library_path(self) -> Path:
+        """The ExecuTorch kernel library (beside the module; built only with the
+        executorch adapter): :func:`opbridge.deploy.executorch.load_kernels`
+        loads it."""
+        return self.path.parent / f"lib{self.name}_executorch.so"
+
     def specs(self) -> dict[str, dict]:
         """Every operator's spec (from the C++ definition), keyed by op name."""
         return {spec["name"]: spec for spec in self.module.specs()}

@@ -52,7 +52,8 @@ def test_fused_norm_example_builds_tests_exports_verifies_and_runs_in_cpp(tmp_pa
 def test_fast_kernels_guide_shows_the_real_kernels():
     """Every C++ block of docs/guides/fast-kernels.md is a verbatim part of
     a kernel that is built and tested: the scaffold's (as `opbridge new-op
-    --name soft_cap` renders it), swiglu_clamp's here, or bias_gelu's."""
+    --name soft_cap` renders it), swiglu_clamp's here, bias_gelu's or
+    rms_norm's."""
     import re
 
     from opbridge import scaffold
@@ -63,9 +64,10 @@ def test_fast_kernels_guide_shows_the_real_kernels():
         ],
         (EXAMPLE / "csrc" / "swiglu_clamp" / "kernel.cpp").read_text(),
         (ROOT / "csrc" / "ops" / "bias_gelu" / "kernel.cpp").read_text(),
+        (ROOT / "csrc" / "ops" / "rms_norm" / "kernel.cpp").read_text(),
     ]
     guide = (ROOT / "docs" / "guides" / "fast-kernels.md").read_text()
     snippets = re.findall(r"^```cpp\n(.*?)^```$", guide, re.MULTILINE | re.DOTALL)
-    assert len(snippets) >= 6
+    assert len(snippets) >= 13
     for snippet in snippets:
         assert any(snippet in kernel for kernel in kernels), snippet

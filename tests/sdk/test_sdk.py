@@ -97,6 +97,7 @@ def test_jit_build_is_cached_by_content(tmp_path, monkeypatch):
         "torch_namespace": "jit_ops",
         "onnx_domain": "com.example.jit",
         "include_dirs": [sources],
+        "adapters": ["torch", "ort", "openvino", "executorch"],
         "build_directory": cache,
     }
     library = opbridge.build.load("jit_ops", files, **kwargs)
@@ -125,6 +126,15 @@ def test_jit_build_is_cached_by_content(tmp_path, monkeypatch):
     compiled = opbridge.openvino.compile_model(proto)
     got = compiled({compiled.inputs[0]: x32.numpy()})[compiled.outputs[0]]
     torch.testing.assert_close(torch.from_numpy(got), Model()(x32), atol=1e-5, rtol=1e-5)
+    # And, named in its adapters, its ExecuTorch kernels: the op lowered to a
+    # .pte program runs in ExecuTorch's runtime on the library's kernel.
+    from opbridge.deploy import executorch
+
+    assert executorch.load_kernels(library) == ["jit_ops::soft_cap.out"]
+    executorch.load_kernels()  # opbridge's own, for its rms_norm
+    pte = executorch.to_pte(Model(), (x32,), tmp_path / "model.pte")
+    (got,) = executorch.run_pte(pte, (x32,))
+    torch.testing.assert_close(got, Model()(x32), atol=1e-5, rtol=1e-5)
     newer = type(proto)()
     newer.CopyFrom(proto)
     for imp in newer.opset_import:

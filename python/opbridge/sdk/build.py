@@ -54,6 +54,7 @@ def _cmake_lists(name: str, sources: list[Path], args: dict) -> str:
         return " ".join(f'"{v}"' for v in values)
 
     include_dirs = sorted({str(s.parent) for s in sources} | set(args["include_dirs"]))
+    adapters = f"\n  ADAPTERS {' '.join(args['adapters'])}" if args["adapters"] else ""
     return f"""cmake_minimum_required(VERSION 3.25)
 project({name} VERSION {args["version"]} LANGUAGES CXX)
 list(APPEND CMAKE_PREFIX_PATH "{cmake_prefix_path()}")
@@ -63,7 +64,7 @@ opbridge_add_operator_library(
   SOURCES {quoted(str(s) for s in sources)}
   TORCH_NAMESPACE {args["torch_namespace"]}
   ONNX_DOMAIN {args["onnx_domain"]}
-  DOMAIN_VERSION {args["domain_version"]}
+  DOMAIN_VERSION {args["domain_version"]}{adapters}
   INCLUDE_DIRECTORIES {quoted(include_dirs)})
 """
 
@@ -84,11 +85,15 @@ def load(
     domain_version: int = 1,
     version: str = "0.0.0",
     include_dirs: list[str | os.PathLike] = (),
+    adapters: list[str] | None = None,
     build_directory: str | os.PathLike | None = None,
     verbose: bool = False,
 ) -> Library:
     """Builds (or reuses a cached build of) an operator library from
-    ``sources`` and loads it; returns the :class:`opbridge.Library`."""
+    ``sources`` and loads it; returns the :class:`opbridge.Library`.
+    ``adapters``: the runtimes to build for (``opbridge_add_operator_library``'s
+    ADAPTERS; default torch, ort and openvino where found; ``"executorch"``
+    only when named)."""
     paths = [Path(s).resolve() for s in sources]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
@@ -99,8 +104,11 @@ def load(
         "domain_version": int(domain_version),
         "version": version,
         "include_dirs": [str(Path(d).resolve()) for d in include_dirs],
+        "adapters": list(adapters) if adapters is not None else [],
     }
     identity = [f"{k}={v}" for k, v in sorted(args.items())]
+    # The SIMD targets left out (cmake/opbridge.cmake reads the variable).
+    identity.append(f"hwy_disabled={os.environ.get('OPBRIDGE_HWY_DISABLED_TARGETS', '')}")
     key = _key(name, paths, identity)
     root = Path(build_directory) if build_directory else cache_root() / "jit"
     directory = root / f"{name}-{key}"

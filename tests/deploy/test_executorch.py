@@ -1,9 +1,7 @@
 """Models with opbridge's ops, lowered to ExecuTorch programs (.pte) and run in
 ExecuTorch's runtime on opbridge's kernels (libopbridge_executorch.so, one
-kernel per spec for its out= form), against eager PyTorch.
-
-Run in .venv-executorch by ./dev executorch (scripts/check_executorch.sh),
-not by the main test run: the executorch wheel lives in that environment.
+kernel per spec for its out= form, loaded by opbridge.deploy.executorch),
+against eager PyTorch.
 """
 
 from __future__ import annotations
@@ -13,23 +11,19 @@ from pathlib import Path
 
 import pytest
 import torch
-from executorch.exir import to_edge
 from executorch.extension.pybindings import portable_lib
 from torch import nn
 
 import opbridge
 from opbridge import nn as onn
+from opbridge.deploy import executorch
 
-LIBRARY = Path(opbridge.__file__).parent / "libopbridge_executorch.so"
 DIM = 16
 
 
 @pytest.fixture(scope="module")
-def kernels() -> ctypes.CDLL:
-    library = ctypes.CDLL(str(LIBRARY))
-    library.opbridge_executorch_last_error.restype = ctypes.c_char_p
-    library.opbridge_executorch_kernels.restype = ctypes.c_char_p
-    return library
+def kernels() -> list[str]:
+    return executorch.load_kernels()
 
 
 class Block(nn.Module):
@@ -53,13 +47,6 @@ class Block(nn.Module):
         return self.clamp(self.gelu(self.proj(y))), summed
 
 
-def lower(model: nn.Module, example: tuple, path: Path, dynamic_shapes=None) -> Path:
-    exported = torch.export.export(model, example, dynamic_shapes=dynamic_shapes)
-    program = to_edge(exported).to_executorch()
-    path.write_bytes(program.buffer)
-    return path
-
-
 def operators(path: Path) -> set[str]:
     from executorch.exir._serialize._program import deserialize_pte_binary
 
@@ -68,20 +55,17 @@ def operators(path: Path) -> set[str]:
     return {f"{op.name}.{op.overload}" for plan in program.execution_plan for op in plan.operators}
 
 
-def run(path: Path, inputs: tuple) -> list[torch.Tensor]:
-    return list(portable_lib._load_for_executorch(str(path)).forward(inputs))
-
-
 @pytest.fixture(scope="module")
 def block_program(tmp_path_factory) -> tuple[nn.Module, Path]:
     torch.manual_seed(0)
     model = Block().eval()
     example = (torch.randn(4, DIM), torch.randn(4, DIM))
-    return model, lower(model, example, tmp_path_factory.mktemp("pte") / "block.pte")
+    return model, executorch.to_pte(model, example, tmp_path_factory.mktemp("pte") / "block.pte")
 
 
 def test_every_spec_has_a_kernel_in_the_runtime(kernels):
-    names = kernels.opbridge_executorch_kernels().decode().split()
+    names = kernels
+    assert executorch.load_kernels() == names
     assert names == sorted(f"opbridge::{name}.out" for name in opbridge.specs()), names
     assert set(names) <= set(portable_lib._get_operator_names())
 
@@ -100,11 +84,11 @@ def test_program_equals_eager(kernels, block_program):
         inputs = (torch.randn(4, DIM), torch.randn(4, DIM))
         with torch.no_grad():
             expected = model(*inputs)
-        got = run(path, inputs)
+        got = executorch.run_pte(path, inputs)
         assert len(got) == 2
         for actual, reference in zip(got, expected, strict=True):
             torch.testing.assert_close(actual, reference, rtol=1e-5, atol=1e-5)
-        assert kernels.opbridge_executorch_last_error() == b""
+        assert executorch.last_error() == ""
 
 
 class Norm(nn.Module):
@@ -116,7 +100,7 @@ class Norm(nn.Module):
 def dynamic_program(tmp_path_factory) -> Path:
     rows, cols = torch.export.Dim("rows", min=1, max=32), torch.export.Dim("cols", min=2, max=64)
     example = (torch.randn(4, DIM), torch.randn(DIM))
-    return lower(
+    return executorch.to_pte(
         Norm(),
         example,
         tmp_path_factory.mktemp("pte") / "norm.pte",
@@ -128,17 +112,18 @@ def dynamic_program(tmp_path_factory) -> Path:
 def test_dynamic_shapes_resize_the_outputs(kernels, dynamic_program, shape):
     torch.manual_seed(shape[0])
     x, weight = torch.randn(*shape), torch.randn(shape[1])
-    (got,) = run(dynamic_program, (x, weight))
+    (got,) = executorch.run_pte(dynamic_program, (x, weight))
     torch.testing.assert_close(got, Norm()(x, weight), rtol=1e-5, atol=1e-5)
-    assert kernels.opbridge_executorch_last_error() == b""
+    assert executorch.last_error() == ""
 
 
 def test_bad_input_fails_the_call_naming_op_and_argument(kernels, dynamic_program):
     # The runtime checks each input against its upper bound only: a weight
     # whose size differs from x's last dimension reaches the kernel.
-    with pytest.raises(RuntimeError):
-        run(dynamic_program, (torch.randn(3, 8), torch.randn(6)))
-    message = kernels.opbridge_executorch_last_error().decode()
+    with pytest.raises(RuntimeError) as raised:
+        executorch.run_pte(dynamic_program, (torch.randn(3, 8), torch.randn(6)))
+    message = executorch.last_error()
+    assert message in str(raised.value)
     assert "opbridge::RmsNorm" in message, message
     assert "weight" in message, message
     assert "[6]" in message and "8" in message, message
@@ -148,12 +133,24 @@ def test_a_second_copy_registers_nothing(kernels, tmp_path):
     # ExecuTorch aborts the process on a kernel name registered twice: a
     # second copy of the library (another path) refuses its kernels instead.
     copy = tmp_path / "libopbridge_executorch_copy.so"
-    copy.write_bytes(LIBRARY.read_bytes())
+    copy.write_bytes(opbridge.libraries()[0].executorch_library_path.read_bytes())
     second = ctypes.CDLL(str(copy))
     second.opbridge_executorch_kernels.restype = ctypes.c_char_p
     second.opbridge_executorch_last_error.restype = ctypes.c_char_p
     assert second.opbridge_executorch_kernels() == b""
     assert "already has a kernel 'opbridge::" in second.opbridge_executorch_last_error().decode()
-    assert kernels.opbridge_executorch_kernels().decode().split() == sorted(
-        f"opbridge::{name}.out" for name in opbridge.specs()
-    )
+    assert kernels == sorted(f"opbridge::{name}.out" for name in opbridge.specs())
+    assert executorch.load_kernels() == kernels
+
+
+def test_a_library_without_executorch_kernels_is_named(kernels):
+    import dataclasses
+
+    library = dataclasses.replace(opbridge.libraries()[0], name="no_such_ops")
+    with pytest.raises(
+        RuntimeError,
+        match=r"'no_such_ops' has no ExecuTorch kernels: .*libno_such_ops_executorch\.so not found",
+    ):
+        executorch.load_kernels(library)
+    with pytest.raises(ValueError, match="no loaded library named 'nope'"):
+        executorch.load_kernels("nope")
