@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from opbridge._library import VERSION, Library, cmake_prefix_path, load_library
+from opbridge._library import BUILTIN, VERSION, Library, cmake_prefix_path, load_library
 
 _HEADER_SUFFIXES = (".h", ".hpp", ".cuh", ".inl")
 
@@ -101,6 +101,8 @@ def load(
         "include_dirs": [str(Path(d).resolve()) for d in include_dirs],
     }
     identity = [f"{k}={v}" for k, v in sorted(args.items())]
+    # The PyTorch ABI the SDK builds on (opbridge's own: the stable ABI or not).
+    identity.append(f"stable_abi={getattr(BUILTIN.module, 'STABLE_ABI', False)}")
     key = _key(name, paths, identity)
     root = Path(build_directory) if build_directory else cache_root() / "jit"
     directory = root / f"{name}-{key}"
