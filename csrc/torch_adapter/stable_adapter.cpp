@@ -10,7 +10,6 @@
 #include <torch/csrc/stable/library.h>
 #include <torch/csrc/stable/ops.h>
 #include <torch/csrc/stable/tensor.h>
-#include <torch/headeronly/util/Exception.h>
 
 #include <array>
 #include <atomic>
@@ -18,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -41,7 +41,23 @@ namespace {
 namespace st = torch::stable;
 using torch::headeronly::ScalarType;
 
-void ThrowIfError(const Status& status) { STD_TORCH_CHECK(status.ok(), status.message()); }
+// Errors are the message alone (STD_TORCH_CHECK would prefix the function,
+// file and line): what the op, argument, expected and given value say.
+template <typename... Parts>
+[[noreturn]] void Fail(const Parts&... parts) {
+  std::ostringstream message;
+  (message << ... << parts);
+  throw std::runtime_error(message.str());
+}
+
+#define OPBRIDGE_STABLE_CHECK(cond, ...) \
+  do {                                   \
+    if (!(cond)) Fail(__VA_ARGS__);      \
+  } while (false)
+
+void ThrowIfError(const Status& status) {
+  if (!status.ok()) throw std::runtime_error(status.message());
+}
 
 std::string DtypeName(ScalarType type) {
   switch (type) {
@@ -78,7 +94,7 @@ ScalarType ScalarTypeOf(const std::string& dtype) {
   if (dtype == "uint8") return ScalarType::Byte;
   if (dtype == "int64") return ScalarType::Long;
   if (dtype == "int32") return ScalarType::Int;
-  STD_TORCH_CHECK(false, "opbridge: no torch dtype for ", dtype);
+  Fail("opbridge: no torch dtype for ", dtype);
 }
 
 using MaybeTensor = std::optional<st::Tensor>;
@@ -226,8 +242,8 @@ struct KernelInputs {
         pointers.push_back(nullptr);
         continue;
       }
-      STD_TORCH_CHECK(tensor->is_cpu(), op, ": argument '", names.at(i),
-                      "' must be a CPU tensor, got one on ", DeviceName(*tensor));
+      OPBRIDGE_STABLE_CHECK(tensor->is_cpu(), op, ": argument '", names.at(i),
+                            "' must be a CPU tensor, got one on ", DeviceName(*tensor));
       keep.push_back(tensor->is_contiguous() ? *tensor : st::contiguous(*tensor));
       pointers.push_back(keep.back()->const_data_ptr());
     }
@@ -374,10 +390,10 @@ void ForwardOut(const OpSpec& spec, StableIValue* stack) {
   const std::vector<std::string> names = spec.OutArgumentNames();
   for (size_t k = 0; k < outs.size(); ++k) {
     const TensorInfo& info = args.output_infos[k];
-    STD_TORCH_CHECK(outs[k].scalar_type() == ScalarTypeOf(info.dtype), op, ": argument '", names[k],
-                    "' must be ", info.dtype, ", got ", DtypeName(outs[k].scalar_type()));
-    STD_TORCH_CHECK(outs[k].is_cpu(), op, ": argument '", names[k], "' must be on cpu like the inputs, got ",
-                    DeviceName(outs[k]));
+    OPBRIDGE_STABLE_CHECK(outs[k].scalar_type() == ScalarTypeOf(info.dtype), op, ": argument '", names[k],
+                          "' must be ", info.dtype, ", got ", DtypeName(outs[k].scalar_type()));
+    OPBRIDGE_STABLE_CHECK(outs[k].is_cpu(), op, ": argument '", names[k],
+                          "' must be on cpu like the inputs, got ", DeviceName(outs[k]));
   }
   // As adapter.cpp: into each out tensor directly when it is contiguous and
   // shares no memory with an input or an earlier out; else into a temporary.
@@ -421,8 +437,9 @@ void Backward(const OpSpec& spec, StableIValue* stack) {
   args.attrs = arguments.Attrs(spec);
   const std::vector<bool> mask = arguments.Bools();
   const std::string op = std::string(ThisLibrary().torch_namespace) + "::" + spec.BackwardName();
-  STD_TORCH_CHECK(mask.size() == spec.backward.outputs.size(), spec.BackwardName(),
-                  ": output_mask must have ", spec.backward.outputs.size(), " entries, got ", mask.size());
+  OPBRIDGE_STABLE_CHECK(mask.size() == spec.backward.outputs.size(), spec.BackwardName(),
+                        ": output_mask must have ", spec.backward.outputs.size(), " entries, got ",
+                        mask.size());
   std::vector<bool> wanted;
   for (size_t o = 0; o < mask.size(); ++o) wanted.push_back(mask[o] || !spec.backward.outputs[o].optional);
   args.input_infos = InfosOf(inputs);
@@ -506,8 +523,8 @@ constexpr std::array<BoxedFn, sizeof...(I)> MakeTable(std::index_sequence<I...>)
 constexpr std::array<BoxedFn, kSlots> kKernels = MakeTable(std::make_index_sequence<kSlots>());
 
 BoxedFn NewSlot(const OpSpec& spec, Kind kind) {
-  STD_TORCH_CHECK(slots_used < kSlots, ThisLibrary().name, ": more than ", kSlots / 3,
-                  " operators in one library (the stable-ABI adapter's slot table)");
+  OPBRIDGE_STABLE_CHECK(slots_used < kSlots, ThisLibrary().name, ": more than ", kSlots / 3,
+                        " operators in one library (the stable-ABI adapter's slot table)");
   slots[slots_used] = Slot{&spec, kind};
   return kKernels[slots_used++];
 }
@@ -519,7 +536,8 @@ using Library = st::detail::StableLibrary;
 std::vector<std::unique_ptr<Library>>* registering = nullptr;
 
 Library& NewLibrary(Library::Kind kind, const char* key) {
-  STD_TORCH_CHECK(registering != nullptr, "opbridge: an operator registration outside RegisterOperators");
+  OPBRIDGE_STABLE_CHECK(registering != nullptr,
+                        "opbridge: an operator registration outside RegisterOperators");
   registering->push_back(std::make_unique<Library>(kind, ThisLibrary().torch_namespace, key, __FILE__,
                                                    static_cast<uint32_t>(__LINE__)));
   return *registering->back();
