@@ -83,6 +83,14 @@ if(OPBRIDGE_CCACHE)
   find_program(OPBRIDGE_CCACHE_PROGRAM ccache)
 endif()
 
+# The PyTorch library on LibTorch's stable ABI (torch_adapter/stable_adapter.cpp):
+# one build loads in every torch from OPBRIDGE_TORCH_TARGET_VERSION on; CPU
+# kernels only (no CUDA yet), Meta and autograd registered from Python.
+option(OPBRIDGE_TORCH_STABLE_ABI "Build the PyTorch library on LibTorch's stable ABI (CPU kernels)" OFF)
+# The oldest torch the stable-ABI library targets: 2.12 gives the schema tags
+# (pt2_compliant) through the stable C API; parallel_for, the version-aware
+# dispatcher calls and the lists and strings of the stack are 2.10.
+set(OPBRIDGE_TORCH_TARGET_VERSION "2.12" CACHE STRING "Oldest torch (major.minor) of the stable-ABI PyTorch library")
 option(OPBRIDGE_CUDA "Compile the operators' CUDA kernels (.cu sources) and register them with both runtimes" OFF)
 if(OPBRIDGE_CUDA)
   if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
@@ -164,6 +172,14 @@ function(_opbridge_adapter_torch name out_var)
   endif()
   file(GLOB _sdk_torch CONFIGURE_DEPENDS "${OPBRIDGE_SDK_CSRC}/torch_adapter/*.cpp")
   list(FILTER _sdk_torch EXCLUDE REGEX "/module\\.cpp$")
+  if(OPBRIDGE_TORCH_STABLE_ABI)
+    if(OPBRIDGE_CUDA)
+      message(FATAL_ERROR "OPBRIDGE_TORCH_STABLE_ABI=ON registers CPU kernels only; build CUDA with it OFF")
+    endif()
+    list(FILTER _sdk_torch EXCLUDE REGEX "/adapter\\.cpp$")
+  else()
+    list(FILTER _sdk_torch EXCLUDE REGEX "/stable_adapter\\.cpp$")
+  endif()
   # The kernels and the ONNX Runtime library are C++17; the torch adapter
   # compiles with the standard torch's headers require (C++20 from 2.14).
   string(REGEX MATCH "^[0-9]+\\.[0-9]+" _torch_minor "${OPBRIDGE_TORCH_VERSION}")
@@ -183,7 +199,21 @@ function(_opbridge_adapter_torch name out_var)
   if(_torch_minor VERSION_GREATER_EQUAL 2.14)
     set_target_properties(${_library} PROPERTIES CXX_STANDARD 20)
   endif()
-  if(OPBRIDGE_TORCH_LIBGOMP)
+  if(OPBRIDGE_TORCH_STABLE_ABI)
+    string(REPLACE "." ";" _target "${OPBRIDGE_TORCH_TARGET_VERSION}")
+    list(GET _target 0 _target_major)
+    list(GET _target 1 _target_minor)
+    math(EXPR _target_hex "(${_target_major} << 8) | ${_target_minor}" OUTPUT_FORMAT HEXADECIMAL)
+    string(REPLACE "0x" "" _target_hex "${_target_hex}")
+    string(LENGTH "${_target_hex}" _length)
+    if(_length LESS 4)
+      string(PREPEND _target_hex "0")
+    endif()
+    target_compile_definitions(${_library} PRIVATE "TORCH_TARGET_VERSION=0x${_target_hex}000000000000ULL"
+                                                   OPBRIDGE_TORCH_STABLE_ABI=1)
+    # Only the libraries that hold the stable C shims end up needed.
+    target_link_options(${_library} PRIVATE "-Wl,--as-needed")
+  elseif(OPBRIDGE_TORCH_LIBGOMP)
     target_compile_options(${_library} PRIVATE -fopenmp)
     target_link_libraries(${_library} PRIVATE "${OPBRIDGE_TORCH_LIBGOMP}")
   endif()
@@ -211,6 +241,10 @@ function(_opbridge_adapter_torch name out_var)
                           OPBRIDGE_ORT_LIBRARY_FILE="lib${ARG_ORT_LIBRARY_NAME}.so"
                           OPBRIDGE_TORCH_LIBRARY_FILE="lib${ARG_TORCH_LIBRARY_NAME}.so"
                           OPBRIDGE_TORCH_VERSION="${OPBRIDGE_TORCH_VERSION}")
+  if(OPBRIDGE_TORCH_STABLE_ABI)
+    target_compile_definitions(${name}_torch PRIVATE OPBRIDGE_TORCH_STABLE_ABI=1
+                                                     OPBRIDGE_TORCH_TARGET_VERSION="${OPBRIDGE_TORCH_TARGET_VERSION}")
+  endif()
   add_dependencies(${name}_torch ${_library})
   set(${out_var} ${name}_torch ${_library} PARENT_SCOPE)
 endfunction()

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).parents[1]
 _spec = importlib.util.spec_from_file_location("check_pins", ROOT / "scripts" / "check_pins.py")
 check_pins = importlib.util.module_from_spec(_spec)
@@ -38,10 +40,11 @@ def test_local_version_label_satisfies_a_plain_pin():
     ]
 
 
-def test_this_environment_matches_requirements():
+@pytest.mark.parametrize("requirements", ["requirements.txt", "requirements-nodeps.txt"])
+def test_this_environment_matches_requirements(requirements):
     # What ./dev runs before every command; it exits 1 and lists the drift otherwise.
     result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "check_pins.py"), str(ROOT / "requirements.txt")],
+        [sys.executable, str(ROOT / "scripts" / "check_pins.py"), str(ROOT / requirements)],
         capture_output=True,
         text=True,
         check=False,
@@ -50,12 +53,19 @@ def test_this_environment_matches_requirements():
     assert result.stdout == ""
 
 
+def _function(dev: str, name: str) -> str:
+    body = dev[dev.index(f"{name}() {{") :]
+    return body[: body.index("\n}\n")]
+
+
 def test_dev_checks_installed_versions_on_every_run():
     dev = (ROOT / "dev").read_text()
-    setup_venv = dev[dev.index("setup_venv() {") :]
-    setup_venv = setup_venv[: setup_venv.index("\n}\n")]
-    assert "scripts/check_pins.py requirements.txt" in setup_venv
-    assert "stamp_ok" not in setup_venv
+    setup_venv = _function(dev, "setup_venv")
+    assert "install_pins requirements.txt\n" in setup_venv
+    assert "install_pins requirements-nodeps.txt --no-deps" in setup_venv
+    install_pins = _function(dev, "install_pins")
+    assert 'scripts/check_pins.py "$file"' in install_pins
+    assert "stamp_ok" not in setup_venv + install_pins
 
 
 def test_timm_environment_differs_from_the_main_one_only_where_it_must():

@@ -19,6 +19,7 @@
 #include "opbridge/checks.h"
 #include "opbridge/cuda.h"
 #include "opbridge/runtime_checks.h"
+#include "torch_adapter/backward_rule.h"
 #include "torch_adapter/registration.h"
 
 namespace opbridge::torch_adapter {
@@ -560,39 +561,12 @@ class ForwardOutAutograd final : public c10::OperatorKernel {
 
 // ----------------------------------------------------------------- backward
 
-// The shapes and dtypes of the backward's outputs, after checking its inputs:
-// each gradient against the tensor it must match, then the spec's rule.
+// The shapes and dtypes of the backward's outputs, after checking its inputs
+// (backward_rule.h).
 std::vector<TensorInfo> InferBackward(const OpSpec& spec, const std::vector<TensorInfo>& infos,
                                       const std::vector<AttrValue>& attrs) {
-  const BackwardSpec& backward = spec.backward;
-  for (size_t i = 0; i < backward.inputs.size(); ++i) {
-    const BackwardInput& input = backward.inputs[i];
-    if (input.like < 0) continue;
-    const TensorInfo& given = infos[i];
-    const TensorInfo& like = infos[static_cast<size_t>(input.like)];
-    bool same = given.dtype == like.dtype && given.shape.size() == like.shape.size();
-    for (size_t d = 0; same && d < given.shape.size(); ++d) same = !DimsDiffer(given.shape[d], like.shape[d]);
-    if (!same) {
-      ThrowIfError(ArgError(spec, input.name,
-                            "must match " +
-                                std::string(backward.inputs[static_cast<size_t>(input.like)].name) + " (" +
-                                like.dtype + ", " + FormatShape(like.shape) + "), got " + given.dtype + ", " +
-                                FormatShape(given.shape)));
-    }
-  }
-  std::vector<TensorInfo> derived;
-  if (backward.infer != nullptr) ThrowIfError(backward.infer(infos, attrs, &derived));
   std::vector<TensorInfo> outputs;
-  outputs.reserve(backward.outputs.size());
-  for (size_t o = 0; o < backward.outputs.size(); ++o) {
-    const int like = backward.outputs[o].like;
-    if (like >= 0) {
-      outputs.push_back(infos.at(static_cast<size_t>(like)));
-    } else {
-      TORCH_CHECK(o < derived.size(), spec.TorchName(), ": the backward shape rule gives no output ", o);
-      outputs.push_back(derived[o]);
-    }
-  }
+  ThrowIfError(InferBackwardWithAttrs(spec, infos, attrs, &outputs));
   return outputs;
 }
 

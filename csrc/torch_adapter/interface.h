@@ -20,7 +20,7 @@
 
 namespace opbridge::torch_adapter {
 
-inline constexpr uint32_t kInterfaceVersion = 1;
+inline constexpr uint32_t kInterfaceVersion = 2;
 
 struct Interface {
   uint32_t version;  // kInterfaceVersion of the library's build
@@ -35,6 +35,9 @@ struct Interface {
   bool (*has_cuda_kernels)(const OpSpec& spec);
   Status (*infer_with_attrs)(const OpSpec& spec, const std::vector<TensorInfo>& inputs,
                              const std::vector<AttrValue>& attrs, std::vector<TensorInfo>* outputs);
+  // backward_rule.h: the backward's output shapes and dtypes.
+  Status (*infer_backward)(const OpSpec& spec, const std::vector<TensorInfo>& inputs,
+                           const std::vector<AttrValue>& attrs, std::vector<TensorInfo>* outputs);
   std::vector<std::string> (*simd_targets)();
   std::string (*simd_target)();
   std::string (*simd_default_target)();

@@ -109,16 +109,44 @@ py::dict SpecToDict(const opbridge::OpSpec& spec) {
     backward_inputs.append(entry);
   }
   py::list backward_outputs;
-  for (const auto& output : spec.backward.outputs) backward_outputs.append(output.name);
+  py::list backward_optional;
+  for (const auto& output : spec.backward.outputs) {
+    backward_outputs.append(output.name);
+    backward_optional.append(output.optional);
+  }
   py::dict backward;
   backward["inputs"] = backward_inputs;
   backward["outputs"] = backward_outputs;
+  // Per output: computed only when output_mask asks (else always).
+  backward["optional_outputs"] = backward_optional;
   backward["input_grads"] = spec.backward.input_grads;
   result["backward"] = spec.has_backward() ? py::object(backward) : py::object(py::none());
   result["torch_namespace"] = api->this_library().torch_namespace;
   result["onnx_domain"] = api->this_library().onnx_domain;
   // Whether this build registered CUDA kernels for the op (kernel.cu).
   result["cuda"] = api->has_cuda_kernels(spec);
+  return result;
+}
+
+// Attributes from Python, in spec order: numbers, strings, lists of numbers.
+std::vector<opbridge::AttrValue> AttrsOf(const py::list& attrs) {
+  std::vector<opbridge::AttrValue> values;
+  for (const py::handle item : attrs) {
+    if (py::isinstance<py::str>(item)) {
+      values.emplace_back(item.cast<std::string>());
+    } else if (py::isinstance<py::sequence>(item)) {
+      values.emplace_back(item.cast<std::vector<double>>());
+    } else {
+      values.emplace_back(item.cast<double>());
+    }
+  }
+  return values;
+}
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> Results(
+    const std::vector<opbridge::TensorInfo>& outputs) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> result;
+  for (const auto& out : outputs) result.emplace_back(out.dtype, out.shape);
   return result;
 }
 
@@ -153,6 +181,15 @@ PYBIND11_MODULE(OPBRIDGE_MODULE_NAME, m) {
 #else
   m.attr("BUILD_CUDA") = false;
 #endif
+  // A library on LibTorch's stable ABI (stable_adapter.cpp) registers its
+  // schemas and CPU kernels in C++; opbridge.load_library adds the fake
+  // kernels and the autograd formulas from Python, and checks for taken names.
+#ifdef OPBRIDGE_TORCH_STABLE_ABI
+  m.attr("STABLE_ABI") = true;
+  m.attr("TORCH_TARGET_VERSION") = OPBRIDGE_TORCH_TARGET_VERSION;
+#else
+  m.attr("STABLE_ABI") = false;
+#endif
   m.def("runtime_checks_enabled", api->runtime_checks_enabled);
   m.def("register_operators", api->register_operators,
         "Registers the library's operators with PyTorch (all or none; again: nothing).");
@@ -183,26 +220,33 @@ PYBIND11_MODULE(OPBRIDGE_MODULE_NAME, m) {
         std::vector<opbridge::TensorInfo> outputs;
         opbridge::Status status;
         if (attrs.has_value()) {
-          std::vector<opbridge::AttrValue> values;
-          for (const py::handle item : *attrs) {
-            if (py::isinstance<py::str>(item)) {
-              values.emplace_back(item.cast<std::string>());
-            } else if (py::isinstance<py::sequence>(item)) {
-              values.emplace_back(item.cast<std::vector<double>>());
-            } else {
-              values.emplace_back(item.cast<double>());
-            }
-          }
-          status = api->infer_with_attrs(*spec, infos, values, &outputs);
+          status = api->infer_with_attrs(*spec, infos, AttrsOf(*attrs), &outputs);
         } else {
           status = spec->infer(infos, &outputs);
         }
         if (!status.ok()) throw py::value_error(status.message());
-        std::vector<std::pair<std::string, std::vector<int64_t>>> result;
-        for (const auto& out : outputs) result.emplace_back(out.dtype, out.shape);
-        return result;
+        return Results(outputs);
       },
       py::arg("name"), py::arg("inputs"), py::arg("attrs") = py::none());
+  // The backward's rule (backward_rule.h), for the fake kernels of a
+  // stable-ABI library: inputs as infer's, in the backward's order.
+  m.def(
+      "infer_backward",
+      [](const std::string& name,
+         const std::vector<std::tuple<bool, std::string, std::vector<int64_t>>>& inputs,
+         const py::list& attrs) {
+        const opbridge::OpSpec* spec = api->find_spec(name);
+        if (spec == nullptr || !spec->has_backward())
+          throw py::value_error(std::string(api->this_library().name) + ": no operator named '" + name +
+                                "' with a backward");
+        std::vector<opbridge::TensorInfo> infos;
+        for (const auto& [present, dtype, shape] : inputs) infos.push_back({present, dtype, shape});
+        std::vector<opbridge::TensorInfo> outputs;
+        const opbridge::Status status = api->infer_backward(*spec, infos, AttrsOf(attrs), &outputs);
+        if (!status.ok()) throw py::value_error(status.message());
+        return Results(outputs);
+      },
+      py::arg("name"), py::arg("inputs"), py::arg("attrs"));
   // SIMD dispatch of the kernels (process-wide; shared with the ONNX Runtime
   // library when both are loaded, as both use the same Highway runtime).
   m.def("simd_targets", api->simd_targets,

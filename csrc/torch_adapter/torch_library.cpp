@@ -9,6 +9,7 @@
 #include "opbridge/cuda.h"
 #include "opbridge/runtime_checks.h"
 #include "opbridge/simd.h"
+#include "torch_adapter/backward_rule.h"
 #include "torch_adapter/interface.h"
 #include "torch_adapter/registration.h"
 
@@ -44,6 +45,7 @@ const adapter::Interface kInterface{
     &opbridge::AttrTypeName,
     [](const opbridge::OpSpec& spec) { return opbridge::FindCudaKernels(spec) != nullptr; },
     &opbridge::InferWithAttrs,
+    &adapter::InferBackwardWithAttrs,
     &opbridge::SimdTargets,
     &opbridge::SimdTarget,
     &opbridge::SimdDefaultTarget,

@@ -26,6 +26,8 @@ from types import ModuleType
 
 import torch
 
+from opbridge import _stable
+
 _PACKAGE_DIR = Path(__file__).resolve().parent
 
 
@@ -72,7 +74,12 @@ def _register(library: Library, loaded: list[Library]) -> None:
             )
     if not hasattr(module, "register_operators"):
         return  # built by an older SDK: its operators were registered on import
-    taken = module.operators_taken_elsewhere()
+    stable = getattr(module, "STABLE_ABI", False)
+    taken = (
+        _stable.taken_elsewhere(library.torch_namespace, library.specs())
+        if stable
+        else module.operators_taken_elsewhere()
+    )
     if taken:
         raise ValueError(
             f"{refused}: PyTorch already has {', '.join(taken)}, registered outside opbridge's "
@@ -82,6 +89,8 @@ def _register(library: Library, loaded: list[Library]) -> None:
         module.register_operators()
     except RuntimeError as error:
         raise ValueError(f"{refused}: {error}{nothing}") from error
+    if stable:
+        _stable.register(module, library.torch_namespace, library.specs())
 
 
 _C = _load()

@@ -63,13 +63,26 @@ def diagnose() -> tuple[list[tuple[str, str]], list[Check]]:
     facts.append(("SIMD target (run time)", simd() if callable(simd) else "scalar build"))
 
     checks.append(Check("native extension loads", True, _C.__file__))
-    checks.append(
-        Check(
-            "torch matches the build",
-            torch.__version__ == _C.BUILD_TORCH_VERSION,
-            f"built against {_C.BUILD_TORCH_VERSION}, running {torch.__version__}",
+    if getattr(_C, "STABLE_ABI", False):
+        # A stable-ABI build runs on every torch from its target version on.
+        target = _C.TORCH_TARGET_VERSION
+        running = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
+        checks.append(
+            Check(
+                "torch is at least the stable ABI's target",
+                running >= tuple(int(part) for part in target.split(".")),
+                f"built against {_C.BUILD_TORCH_VERSION} for torch >= {target} (stable ABI), "
+                f"running {torch.__version__}",
+            )
         )
-    )
+    else:
+        checks.append(
+            Check(
+                "torch matches the build",
+                torch.__version__ == _C.BUILD_TORCH_VERSION,
+                f"built against {_C.BUILD_TORCH_VERSION}, running {torch.__version__}",
+            )
+        )
     checks.append(
         Check(
             "C++ ABI matches torch",

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from opbridge._library import VERSION, Library, cmake_prefix_path, load_library
+from opbridge._library import BUILTIN, VERSION, Library, cmake_prefix_path, load_library
 
 _HEADER_SUFFIXES = (".h", ".hpp", ".cuh", ".inl")
 
@@ -109,6 +109,8 @@ def load(
     identity = [f"{k}={v}" for k, v in sorted(args.items())]
     # The SIMD targets left out (cmake/opbridge.cmake reads the variable).
     identity.append(f"hwy_disabled={os.environ.get('OPBRIDGE_HWY_DISABLED_TARGETS', '')}")
+    # The PyTorch ABI the SDK builds on (opbridge's own: the stable ABI or not).
+    identity.append(f"stable_abi={getattr(BUILTIN.module, 'STABLE_ABI', False)}")
     key = _key(name, paths, identity)
     root = Path(build_directory) if build_directory else cache_root() / "jit"
     directory = root / f"{name}-{key}"

@@ -1,104 +1,147 @@
-// Framework-free kernels: one row per task, sums of squares in double;
-// weight and bias gradients summed over fixed row chunks
-// (opbridge/column_sums.h), so they do not depend on the thread count.
+// fused_norm's kernels on the SDK's row skeleton (opbridge/toolkit/rows-inl.h):
+// per row, the sum of squares, then the scaling, each pass a lambda over
+// vectors of columns. The skeleton compiles it for every SIMD target, reads
+// each row from memory once (the second pass re-reads it from cache while the
+// next row is fetched), sums in double where float sums would overflow, and
+// adds the weight and bias gradients over fixed row chunks, so they do not
+// depend on the thread count.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "fused_norm/kernel.cpp"
+#include <hwy/foreach_target.h>  // must come before highway.h
+#include <hwy/highway.h>
+
 #include <cmath>
-#include <cstdint>
 
 #include "fused_norm/spec.h"
+#include "opbridge/toolkit/rows-inl.h"
+#include "opbridge/toolkit/rows.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace myops {
+namespace HWY_NAMESPACE {
+namespace {
+
+namespace hn = hwy::HWY_NAMESPACE;
+namespace rows = opbridge::HWY_NAMESPACE::toolkit::rows;
+using opbridge::toolkit::RowRange;
+using opbridge::toolkit::RowTensors;
+
+// Slots: in[0] x; columns[0] weight, columns[1] bias; out[0] y; params[0] eps.
+// y = x * rstd * weight + bias, rstd = 1 / sqrt(mean(x^2) + eps).
+template <typename T>
+void ForwardRange(const RowTensors<T>& t, const RowRange& range) {
+  using C = opbridge::ComputeType<T>;
+  const double inv_cols = 1.0 / static_cast<double>(t.cols);
+  rows::ForEachRow(t, range, [&](const rows::Row<T>& row) {
+    const double sum_squares = rows::ForColumns(
+        rows::PassOf(t), [](auto, auto x) { return rows::SumProducts(x, x); }, row.in[0])[0];
+    const C rstd = static_cast<C>(1.0 / std::sqrt(sum_squares * inv_cols + t.params[0]));
+    rows::ForColumns(
+        rows::PassOf(t).Write(row.out[0]).Prefetch(row.next[0]),
+        [rstd](auto d, auto x, auto w, auto b) {
+          return rows::Writes(hn::MulAdd(hn::Mul(x, hn::Set(d, rstd)), w, b));
+        },
+        row.in[0], t.columns[0], t.columns[1]);
+  });
+}
+
+// Slots: in[0] grad_y, in[1] x; columns[0] weight; out[0] grad_x; column sums
+// grad_weight, grad_bias.
+//   grad_x = rstd * g * w - rstd^3 * mean(g * w * x) * x
+//   grad_weight = sum over rows of g * x * rstd;  grad_bias = sum over rows of g
+template <typename T>
+void BackwardRange(const RowTensors<T>& t, const RowRange& range) {
+  using C = opbridge::ComputeType<T>;
+  const double inv_cols = 1.0 / static_cast<double>(t.cols);
+  rows::ForEachRowWithColumnSums(t, range, [&](const rows::Row<T>& row, C* const* columns) {
+    const auto sums = rows::ForColumns(
+        rows::PassOf(t),
+        [](auto, auto g, auto x, auto w) { return rows::SumProducts(x, x, hn::Mul(g, w), x); }, row.in[0],
+        row.in[1], t.columns[0]);
+    const double rstd = 1.0 / std::sqrt(sums[0] * inv_cols + t.params[0]);
+    const C rstd_c = static_cast<C>(rstd);
+    const C coef = static_cast<C>(rstd * rstd * rstd * sums[1] * inv_cols);
+    rows::ForColumns(
+        rows::PassOf(t).Write(row.out[0]).ColumnSums(columns),
+        [rstd_c, coef](auto d, auto g, auto x, auto w) {
+          const auto rstd_v = hn::Set(d, rstd_c);
+          const auto dx = hn::NegMulAdd(hn::Set(d, coef), x, hn::Mul(rstd_v, hn::Mul(g, w)));
+          return rows::Writes(dx) + rows::ColumnProducts(hn::Mul(g, x), rstd_v) + rows::Columns(g);
+        },
+        row.in[0], row.in[1], t.columns[0]);
+  });
+}
+
+}  // namespace
+
+OPBRIDGE_ROWS_ENTRY_POINTS(FusedNormForwardRows, ForwardRange);
+OPBRIDGE_ROWS_ENTRY_POINTS(FusedNormBackwardRows, BackwardRange);
+
+}  // namespace HWY_NAMESPACE
+}  // namespace myops
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
 #include "opbridge/checks.h"
-#include "opbridge/column_sums.h"
 
 namespace myops {
 
 using opbridge::KernelArgs;
 using opbridge::Status;
+using opbridge::toolkit::RowRange;
+using opbridge::toolkit::RowTensors;
+
+OPBRIDGE_ROWS_EXPORT(FusedNormForwardRows);
+OPBRIDGE_ROWS_EXPORT(FusedNormBackwardRows);
 
 namespace {
 
-struct Rows {
-  int64_t rows;
-  int64_t cols;
-};
-
-Rows RowsOf(const opbridge::Shape& shape) {
-  const int64_t cols = shape.back();
-  return {cols == 0 ? 0 : opbridge::NumElements(shape) / cols, cols};
-}
-
-template <typename T>
-double Rstd(const T* row, int64_t cols, double eps) {
-  double sum = 0.0;
-  for (int64_t j = 0; j < cols; ++j) sum += static_cast<double>(row[j]) * static_cast<double>(row[j]);
-  return 1.0 / std::sqrt(sum / static_cast<double>(cols) + eps);
+// [rows, cols] of a tensor normalized over its last dimension.
+void RowsOf(const opbridge::Shape& shape, int64_t* rows, int64_t* cols) {
+  *cols = shape.back();
+  *rows = *cols == 0 ? 0 : opbridge::NumElements(shape) / *cols;
 }
 
 }  // namespace
 
 Status LaunchFusedNorm(const KernelArgs& args) {
-  const Rows dims = RowsOf(args.input_infos[0].shape);
-  const double eps = args.attrs[0].number;
+  int64_t rows = 0, cols = 0;
+  RowsOf(args.input_infos[0].shape, &rows, &cols);
   return opbridge::DispatchFloating(kFusedNormSpec, "x", args.input_infos[0].dtype, [&](auto tag) {
     using T = decltype(tag);
-    const T* x = static_cast<const T*>(args.inputs[0]);
-    const T* weight = static_cast<const T*>(args.inputs[1]);
-    const T* bias = static_cast<const T*>(args.inputs[2]);
-    T* y = static_cast<T*>(args.outputs[0]);
-    args.parallel_for(dims.rows, opbridge::RowGrain(dims.cols), [&](int64_t begin, int64_t end) {
-      for (int64_t r = begin; r < end; ++r) {
-        const T* xr = x + r * dims.cols;
-        T* yr = y + r * dims.cols;
-        const T rstd = static_cast<T>(Rstd(xr, dims.cols, eps));
-        for (int64_t j = 0; j < dims.cols; ++j) yr[j] = xr[j] * rstd * weight[j] + bias[j];
-      }
-    });
+    RowTensors<T> t;
+    t.in[0] = static_cast<const T*>(args.inputs[0]);
+    t.columns[0] = static_cast<const T*>(args.inputs[1]);
+    t.columns[1] = static_cast<const T*>(args.inputs[2]);
+    t.out[0] = static_cast<T*>(args.outputs[0]);
+    t.cols = cols;
+    t.params[0] = opbridge::toolkit::RowsComputeScalar<T>(args.attrs[0].number);
+    t.stream = opbridge::toolkit::RowsStreamOutput<T>(rows * cols);
+    opbridge::toolkit::ForRowRanges(rows, cols, args.parallel_for,
+                                    [&](const RowRange& range) { FusedNormForwardRows<T>(t, range); });
   });
 }
 
 // Backward inputs: grad_y, x, weight; outputs: grad_x, grad_weight and
 // grad_bias (each of the last two null when nobody needs it).
-//   xhat = x * rstd;  grad_x = rstd * (g*w - xhat * mean(g*w*xhat))
-//   grad_weight = sum over rows of g * xhat;  grad_bias = sum over rows of g
 Status LaunchFusedNormBackward(const KernelArgs& args) {
-  const Rows dims = RowsOf(args.input_infos[1].shape);
-  const double eps = args.attrs[0].number;
+  int64_t rows = 0, cols = 0;
+  RowsOf(args.input_infos[1].shape, &rows, &cols);
   return opbridge::DispatchFloating(kFusedNormSpec, "x", args.input_infos[1].dtype, [&](auto tag) {
     using T = decltype(tag);
-    const T* grad_y = static_cast<const T*>(args.inputs[0]);
-    const T* x = static_cast<const T*>(args.inputs[1]);
-    const T* weight = static_cast<const T*>(args.inputs[2]);
-    T* grad_x = static_cast<T*>(args.outputs[0]);
-    T* grad_weight = static_cast<T*>(args.outputs[1]);
-    T* grad_bias = static_cast<T*>(args.outputs[2]);
-    opbridge::ChunkedColumnSums sums(dims.rows, dims.cols, 2);
-    args.parallel_for(sums.chunks(), 1, [&](int64_t first, int64_t last) {
-      for (int64_t chunk = first; chunk < last; ++chunk) {
-        double* dw = sums.Partial(0, chunk);
-        double* db = sums.Partial(1, chunk);
-        for (int64_t r = sums.RowBegin(chunk); r < sums.RowEnd(chunk); ++r) {
-          const T* xr = x + r * dims.cols;
-          const T* gr = grad_y + r * dims.cols;
-          const double rstd = Rstd(xr, dims.cols, eps);
-          double dot = 0.0;
-          for (int64_t j = 0; j < dims.cols; ++j) {
-            const double xhat = static_cast<double>(xr[j]) * rstd;
-            dot += static_cast<double>(gr[j]) * static_cast<double>(weight[j]) * xhat;
-            dw[j] += static_cast<double>(gr[j]) * xhat;
-            db[j] += static_cast<double>(gr[j]);
-          }
-          const double mean = dot / static_cast<double>(dims.cols);
-          T* out = grad_x + r * dims.cols;
-          for (int64_t j = 0; j < dims.cols; ++j) {
-            const double xhat = static_cast<double>(xr[j]) * rstd;
-            out[j] = static_cast<T>(
-                rstd * (static_cast<double>(gr[j]) * static_cast<double>(weight[j]) - xhat * mean));
-          }
-        }
-      }
-    });
-    auto to_t = [](double v) { return static_cast<T>(v); };
-    if (grad_weight != nullptr) sums.Total(0, grad_weight, to_t);
-    if (grad_bias != nullptr) sums.Total(1, grad_bias, to_t);
+    RowTensors<T> t;
+    t.in[0] = static_cast<const T*>(args.inputs[0]);
+    t.in[1] = static_cast<const T*>(args.inputs[1]);
+    t.columns[0] = static_cast<const T*>(args.inputs[2]);
+    t.out[0] = static_cast<T*>(args.outputs[0]);
+    t.cols = cols;
+    t.params[0] = opbridge::toolkit::RowsComputeScalar<T>(args.attrs[0].number);
+    t.stream = opbridge::toolkit::RowsStreamOutput<T>(rows * cols);
+    opbridge::toolkit::ForRowChunksWithColumnSums<T>(
+        rows, cols, {static_cast<T*>(args.outputs[1]), static_cast<T*>(args.outputs[2])}, args.parallel_for,
+        [&](const RowRange& range) { FusedNormBackwardRows<T>(t, range); });
   });
 }
 
 }  // namespace myops
+#endif  // HWY_ONCE

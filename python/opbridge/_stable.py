@@ -1,0 +1,321 @@
+"""The Python half of an operator library built on LibTorch's stable ABI
+(``OPBRIDGE_TORCH_STABLE_ABI=ON``, ``csrc/torch_adapter/stable_adapter.cpp``).
+
+The stable C API registers the schemas and the CPU kernels (the op, its out=
+form and its backward) but has neither symbolic sizes nor autograd. This
+module adds, once the C++ registration has succeeded, what the generic C++
+adapter registers itself:
+
+- fake kernels (``torch.library.register_fake``) from the spec's shape rules,
+  which the extension module exposes (``infer``, ``infer_backward``), with
+  symbolic sizes passed through, for torch.compile and torch.export with
+  dynamic shapes;
+- the autograd formula (``torch.library.register_autograd``) calling the
+  backward op, an error naming the op where the spec declares no backward,
+  and an error for a gradient of the backward;
+- the out= form's refusal of inputs that require grad.
+
+It also finds the names PyTorch already has, which the stable ABI cannot look
+up, for ``opbridge.load_library``'s all-or-nothing check.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import torch
+
+# Dtype names as the specs write them.
+_NAMES = {
+    torch.float32: "float32",
+    torch.float64: "float64",
+    torch.float16: "float16",
+    torch.bfloat16: "bfloat16",
+    torch.uint8: "uint8",
+    torch.int8: "int8",
+    torch.int16: "int16",
+    torch.int32: "int32",
+    torch.int64: "int64",
+    torch.bool: "bool",
+}
+_DTYPES = {name: dtype for dtype, name in _NAMES.items()}
+
+# As adapter.cpp: a symbolic size reaches the shape rule as the negative
+# dimension -2 - (input * _MAX_RANK + dim), which the rule passes through.
+_MAX_RANK = 64
+
+
+def _schema_name(schema: str) -> str:
+    return schema.split("(", 1)[0]
+
+
+def taken_elsewhere(namespace: str, specs: dict[str, dict]) -> list[str]:
+    """The operators and overloads of ``specs`` PyTorch already has."""
+    taken = []
+    for name, spec in specs.items():
+        wanted = [(name, ""), (name, "out")]
+        if spec["backward"] is not None:
+            wanted.append((_schema_name(spec["backward_schema"]), ""))
+        for op, overload in wanted:
+            try:
+                torch._C._dispatch_find_schema_or_throw(f"{namespace}::{op}", overload)
+            except RuntimeError:
+                continue
+            taken.append(f"{namespace}::{op}" + (f".{overload}" if overload else ""))
+    return taken
+
+
+def _infos(tensors) -> list[tuple[bool, str, list[int]]]:
+    infos = []
+    for i, tensor in enumerate(tensors):
+        if tensor is None:
+            infos.append((False, "", []))
+            continue
+        shape = [
+            size if isinstance(size, int) else -2 - (i * _MAX_RANK + d)
+            for d, size in enumerate(tensor.shape)
+        ]
+        infos.append((True, _NAMES.get(tensor.dtype, str(tensor.dtype)), shape))
+    return infos
+
+
+def _sizes(op: str, shape: list[int], tensors) -> list:
+    sizes = []
+    for d in shape:
+        if d >= 0:
+            sizes.append(d)
+        elif d == -1:
+            raise RuntimeError(
+                f"{op}: the shape rule gives an output dimension it cannot name ({list(shape)})"
+            )
+        else:
+            code = -2 - d
+            sizes.append(tensors[code // _MAX_RANK].shape[code % _MAX_RANK])
+    return sizes
+
+
+def _binder(overload):
+    """Turns a kernel's (args, kwargs) into every argument in schema order:
+    PyTorch leaves out trailing arguments equal to their defaults."""
+    arguments = overload._schema.arguments
+
+    def bind(args, kwargs) -> list:
+        values = list(args)
+        for argument in arguments[len(values) :]:
+            if argument.name in kwargs:
+                values.append(kwargs[argument.name])
+            elif argument.has_default_value():
+                values.append(argument.default_value)
+            else:
+                raise RuntimeError(f"{overload}: argument '{argument.name}' is missing")
+        return values
+
+    return bind
+
+
+def _like(tensors):
+    return next(t for t in tensors if t is not None)
+
+
+def _ruled(rule, *args):
+    # The rules raise ValueError; the C++ kernels raise RuntimeError.
+    try:
+        return rule(*args)
+    except ValueError as error:
+        raise RuntimeError(str(error)) from None
+
+
+def _one_or_tuple(values: list):
+    return values[0] if len(values) == 1 else tuple(values)
+
+
+def _forward_fake(module: ModuleType, op: str, name: str, n_inputs: int, bind):
+    def fake(*args, **kwargs):
+        args = bind(args, kwargs)
+        tensors = args[:n_inputs]
+        outputs = _ruled(module.infer, name, _infos(tensors), list(args[n_inputs:]))
+        like = _like(tensors)
+        return _one_or_tuple(
+            [
+                like.new_empty(_sizes(op, shape, tensors), dtype=_DTYPES[dtype])
+                for dtype, shape in outputs
+            ]
+        )
+
+    return fake
+
+
+def _out_fake(module: ModuleType, op: str, name: str, n_inputs: int, out_names: list[str], bind):
+    def fake(*args, **kwargs):
+        args = bind(args, kwargs)
+        tensors = args[:n_inputs]
+        attrs, outs = args[n_inputs : -len(out_names)], args[-len(out_names) :]
+        outputs = _ruled(module.infer, name, _infos(tensors), attrs)
+        like = _like(tensors)
+        for out, argument, (dtype, shape) in zip(outs, out_names, outputs, strict=True):
+            if out.dtype != _DTYPES[dtype]:
+                raise RuntimeError(
+                    f"{op}.out: argument '{argument}' must be {dtype}, got {_NAMES.get(out.dtype)}"
+                )
+            if out.device != like.device:
+                raise RuntimeError(
+                    f"{op}.out: argument '{argument}' must be on {like.device} like the inputs, "
+                    f"got {out.device}"
+                )
+            out.resize_(_sizes(op, shape, tensors))
+        return _one_or_tuple(outs)
+
+    return fake
+
+
+def _backward_fake(module: ModuleType, op: str, name: str, backward: dict, bind):
+    n_inputs = len(backward["inputs"])
+    optional = backward["optional_outputs"]
+
+    def fake(*args, **kwargs):
+        args = bind(args, kwargs)
+        tensors = args[:n_inputs]
+        attrs = list(args[n_inputs:-1])
+        mask = args[-1]
+        if len(mask) != len(optional):
+            raise RuntimeError(
+                f"{name}_backward: output_mask must have {len(optional)} entries, got {len(mask)}"
+            )
+        outputs = _ruled(module.infer_backward, name, _infos(tensors), attrs)
+        like = _like(tensors)
+        return _one_or_tuple(
+            [
+                like.new_empty(
+                    _sizes(op, shape, tensors) if mask[o] or not optional[o] else [0],
+                    dtype=_DTYPES[dtype],
+                )
+                for o, (dtype, shape) in enumerate(outputs)
+            ]
+        )
+
+    return fake
+
+
+def _autograd(backward_op, spec: dict, bind):
+    backward = spec["backward"]
+    n_inputs = len(spec["inputs"])
+    input_grads = backward["input_grads"]
+    sources = backward["inputs"]
+    n_grads = len(backward["outputs"])
+
+    def setup_context(ctx, inputs, output):
+        ctx.given = len(inputs)
+        inputs = bind(inputs, {})
+        outputs = output if isinstance(output, tuple) else (output,)
+        saved = [
+            inputs[s["index"]] if s["source"] == "input" else outputs[s["index"]]
+            for s in sources
+            if s["source"] != "grad_output"
+        ]
+        ctx.save_for_backward(*saved)
+        ctx.attrs = tuple(inputs[n_inputs:])
+        ctx.present = [inputs[i] is not None for i in range(n_inputs)]
+
+    def formula(ctx, *grads):
+        saved = iter(ctx.saved_tensors)
+        args = [grads[s["index"]] if s["source"] == "grad_output" else next(saved) for s in sources]
+        needed = [
+            ctx.present[i] and input_grads[i] >= 0 and i < ctx.given and ctx.needs_input_grad[i]
+            for i in range(n_inputs)
+        ]
+        mask = [False] * n_grads
+        for i in range(n_inputs):
+            if needed[i]:
+                mask[input_grads[i]] = True
+        results = backward_op(*args, *ctx.attrs, mask)
+        results = results if isinstance(results, tuple) else (results,)
+        gradients = [results[input_grads[i]] if needed[i] else None for i in range(n_inputs)]
+        # One gradient per argument given (the trailing defaults left out).
+        return (*gradients, *([None] * len(ctx.attrs)))[: ctx.given]
+
+    return formula, setup_context
+
+
+def _refuse(message: str):
+    def formula(ctx, *grads):
+        raise RuntimeError(message)
+
+    return formula
+
+
+def _out_autograd(op_out, op: str, input_names: list[str], out_names: list[str]):
+    def kernel(*args, **kwargs):
+        if torch.is_grad_enabled():
+            for argument, value in zip(input_names, args, strict=False):
+                if isinstance(value, torch.Tensor) and value.requires_grad:
+                    raise RuntimeError(
+                        f"{op}.out: the out= form does not support automatic differentiation, but "
+                        f"argument '{argument}' requires grad (call it without out=, or under "
+                        "torch.no_grad())"
+                    )
+        with torch._C._AutoDispatchBelowAutograd():
+            result = op_out(*args, **kwargs)
+        for out in result if isinstance(result, tuple) else (result,):
+            torch.autograd.graph.increment_version(out)
+        return result
+
+    return kernel
+
+
+# The torch.library.Library objects and handles of the registrations, kept
+# for the process's life (as the C++ registrations are).
+_KEPT: list = []
+
+
+def register(module: ModuleType, namespace: str, specs: dict[str, dict]) -> None:
+    """Registers the fake kernels and autograd of a stable-ABI library whose
+    C++ registration (schemas and CPU kernels) has succeeded."""
+    ops = getattr(torch.ops, namespace)
+    impl = torch.library.Library(namespace, "IMPL")
+    _KEPT.append(impl)
+    for name, spec in specs.items():
+        op = f"{namespace}::{name}"
+        n_inputs = len(spec["inputs"])
+        out_names = [
+            argument.name
+            for argument in getattr(ops, name).out._schema.arguments
+            if argument.alias_info is not None and argument.alias_info.is_write
+        ]
+        forward = getattr(ops, name)
+        _KEPT.append(
+            torch.library.register_fake(
+                op, _forward_fake(module, op, name, n_inputs, _binder(forward.default))
+            )
+        )
+        _KEPT.append(
+            torch.library.register_fake(
+                f"{op}.out", _out_fake(module, op, name, n_inputs, out_names, _binder(forward.out))
+            )
+        )
+        impl.impl(
+            f"{name}.out",
+            _out_autograd(
+                getattr(ops, name).out, op, [i["name"] for i in spec["inputs"]], out_names
+            ),
+            "Autograd",
+        )
+        backward = spec["backward"]
+        if backward is None:
+            torch.library.register_autograd(
+                op, _refuse(f"{op} has no backward: its spec declares none")
+            )
+            continue
+        backward_name = _schema_name(spec["backward_schema"])
+        backward_op = getattr(ops, backward_name).default
+        _KEPT.append(
+            torch.library.register_fake(
+                f"{namespace}::{backward_name}",
+                _backward_fake(module, op, name, backward, _binder(backward_op)),
+            )
+        )
+        formula, setup_context = _autograd(backward_op, spec, _binder(forward.default))
+        torch.library.register_autograd(op, formula, setup_context=setup_context)
+        torch.library.register_autograd(
+            f"{namespace}::{backward_name}",
+            _refuse(f"{op}: double backward (a gradient of its gradient) is not supported"),
+        )
