@@ -402,6 +402,8 @@ function(opbridge_add_operator_library name)
            OPBRIDGE_DOMAIN_VERSION=${ARG_DOMAIN_VERSION} OPBRIDGE_LIBRARY_VERSION="${ARG_VERSION}")
   target_compile_options(${name}_core PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${OPBRIDGE_COMPILE_WARNINGS}>")
   if(OPBRIDGE_HWY_DISABLED_TARGETS)
+    message(STATUS "opbridge: ${name}'s kernels are not compiled for ${OPBRIDGE_HWY_DISABLED_TARGETS} "
+                   "(OPBRIDGE_HWY_DISABLED_TARGETS: a test build, slower on CPUs those targets serve)")
     target_compile_definitions(${name}_core PRIVATE "HWY_DISABLED_TARGETS=(${OPBRIDGE_HWY_DISABLED_TARGETS})")
   endif()
   target_link_libraries(${name}_core PUBLIC hwy::hwy)
