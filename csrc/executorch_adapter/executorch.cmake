@@ -20,7 +20,7 @@ macro(_opbridge_find_executorch)
       RESULT_VARIABLE _opbridge_executorch_status ERROR_QUIET)
     if(NOT _opbridge_executorch_status EQUAL 0)
       message(FATAL_ERROR "OPBRIDGE_BUILD_EXECUTORCH=ON: the executorch package is not installed for "
-                          "${Python3_EXECUTABLE} (requirements-executorch.txt; ./dev executorch)")
+                          "${Python3_EXECUTABLE} (requirements-nodeps.txt, installed with --no-deps; ./dev setup)")
     endif()
     string(REPLACE "\n" ";" _opbridge_executorch_found "${_opbridge_executorch_found}")
     list(GET _opbridge_executorch_found 0 _opbridge_executorch_dir)
