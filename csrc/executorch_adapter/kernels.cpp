@@ -36,6 +36,7 @@
 #include <utility>
 #include <vector>
 
+#include "opbridge/dtype_name.h"
 #include "opbridge/runtime_checks.h"
 #include "opbridge/spec.h"
 
@@ -75,30 +76,8 @@ void Report(const std::string& message) {
 }
 
 const char* DtypeName(ScalarType type) {
-  switch (type) {
-    case ScalarType::Float:
-      return "float32";
-    case ScalarType::Double:
-      return "float64";
-    case ScalarType::Half:
-      return "float16";
-    case ScalarType::BFloat16:
-      return "bfloat16";
-    case ScalarType::Byte:
-      return "uint8";
-    case ScalarType::Char:
-      return "int8";
-    case ScalarType::Short:
-      return "int16";
-    case ScalarType::Int:
-      return "int32";
-    case ScalarType::Long:
-      return "int64";
-    case ScalarType::Bool:
-      return "bool";
-    default:
-      return "an unsupported dtype";
-  }
+  const char* name = DtypeNameOf(type);
+  return name != nullptr ? name : "an unsupported dtype";
 }
 
 // What an argument of the program is, for messages.

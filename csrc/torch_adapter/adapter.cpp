@@ -18,6 +18,7 @@
 
 #include "opbridge/checks.h"
 #include "opbridge/cuda.h"
+#include "opbridge/dtype_name.h"
 #include "opbridge/runtime_checks.h"
 #include "torch_adapter/backward_rule.h"
 #include "torch_adapter/registration.h"
@@ -25,30 +26,8 @@
 namespace opbridge::torch_adapter {
 
 std::string DtypeName(at::ScalarType type) {
-  switch (type) {
-    case at::kFloat:
-      return "float32";
-    case at::kDouble:
-      return "float64";
-    case at::kHalf:
-      return "float16";
-    case at::kBFloat16:
-      return "bfloat16";
-    case at::kByte:
-      return "uint8";
-    case at::kChar:
-      return "int8";
-    case at::kShort:
-      return "int16";
-    case at::kInt:
-      return "int32";
-    case at::kLong:
-      return "int64";
-    case at::kBool:
-      return "bool";
-    default:
-      return std::string(c10::toString(type));
-  }
+  const char* name = DtypeNameOf(type);
+  return name != nullptr ? name : std::string(c10::toString(type));
 }
 
 TensorInfo InfoOf(const std::optional<at::Tensor>& tensor) {

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "opbridge/checks.h"
+#include "opbridge/dtype_name.h"
 #include "opbridge/library.h"
 #include "opbridge/runtime_checks.h"
 #include "opbridge/spec.h"
@@ -60,30 +61,8 @@ void ThrowIfError(const Status& status) {
 }
 
 std::string DtypeName(ScalarType type) {
-  switch (type) {
-    case ScalarType::Float:
-      return "float32";
-    case ScalarType::Double:
-      return "float64";
-    case ScalarType::Half:
-      return "float16";
-    case ScalarType::BFloat16:
-      return "bfloat16";
-    case ScalarType::Byte:
-      return "uint8";
-    case ScalarType::Char:
-      return "int8";
-    case ScalarType::Short:
-      return "int16";
-    case ScalarType::Int:
-      return "int32";
-    case ScalarType::Long:
-      return "int64";
-    case ScalarType::Bool:
-      return "bool";
-    default:
-      return "dtype " + std::to_string(static_cast<int>(type));
-  }
+  const char* name = DtypeNameOf(type);
+  return name != nullptr ? name : "dtype " + std::to_string(static_cast<int>(type));
 }
 
 ScalarType ScalarTypeOf(const std::string& dtype) {
