@@ -852,15 +852,14 @@ torch::CppFunction Boxed(const OpSpec& spec, Args... args) {
   return torch::CppFunction::makeFromBoxedFunctor(std::make_unique<Kernel>(spec, args...));
 }
 
-// The torch::Library objects of a registration under way (RegisterOperators);
+// The torch::Library objects of the library's registration (registration.h);
 // they unregister on destruction.
-std::vector<std::unique_ptr<torch::Library>>* registering = nullptr;
+Registrations<torch::Library> registrations;
 
 torch::Library& NewLibrary(torch::Library::Kind kind, std::optional<c10::DispatchKey> key) {
-  TORCH_CHECK(registering != nullptr, "opbridge: an operator registration outside RegisterOperators");
-  registering->push_back(
-      std::make_unique<torch::Library>(kind, ThisLibrary().torch_namespace, key, __FILE__, __LINE__));
-  return *registering->back();
+  torch::Library* library = registrations.New(kind, ThisLibrary().torch_namespace, key, __FILE__, __LINE__);
+  TORCH_CHECK(library != nullptr, "opbridge: an operator registration outside RegisterOperators");
+  return *library;
 }
 
 void RegisterWithTorch(const OpSpec& spec) {
@@ -907,56 +906,36 @@ void RegisterCudaWithTorch(const OpSpec& spec, const CudaKernels& kernels) {
 }
 #endif
 
-std::mutex registration_mutex;
-// The registrations, kept as long as the library is loaded; empty until
-// RegisterOperators succeeds.
-std::vector<std::unique_ptr<torch::Library>> registered;
-bool operators_registered = false;
-
 }  // namespace
 
 void RegisterOperators() {
-  const std::lock_guard<std::mutex> lock(registration_mutex);
-  if (operators_registered) return;
-  std::vector<std::unique_ptr<torch::Library>> made;
-  registering = &made;
-  try {
+  registrations.RegisterOnce([] {
     for (const OpSpec* spec : AllSpecs()) {
       RegisterWithTorch(*spec);
 #ifdef OPBRIDGE_WITH_CUDA
       if (const CudaKernels* kernels = FindCudaKernels(*spec)) RegisterCudaWithTorch(*spec, *kernels);
 #endif
     }
-  } catch (...) {
-    // `made` unregisters what was registered on the way out.
-    registering = nullptr;
-    throw;
-  }
-  registering = nullptr;
-  for (auto& library : made) registered.push_back(std::move(library));
-  operators_registered = true;
+  });
 }
 
-bool OperatorsRegistered() {
-  const std::lock_guard<std::mutex> lock(registration_mutex);
-  return operators_registered;
-}
+bool OperatorsRegistered() { return registrations.Registered(); }
 
 std::vector<std::string> OperatorsTakenElsewhere() {
-  const std::lock_guard<std::mutex> lock(registration_mutex);
   std::vector<std::string> taken;
-  if (operators_registered) return taken;
-  const std::string ns = ThisLibrary().torch_namespace;
-  auto& dispatcher = c10::Dispatcher::singleton();
-  const auto check = [&](const std::string& name, const char* overload) {
-    if (dispatcher.findSchema({ns + "::" + name, overload}).has_value())
-      taken.push_back(ns + "::" + name + (*overload != '\0' ? std::string(".") + overload : ""));
-  };
-  for (const OpSpec* spec : AllSpecs()) {
-    check(spec->name, "");
-    check(spec->name, "out");
-    if (spec->has_backward()) check(spec->BackwardName(), "");
-  }
+  registrations.UnlessRegistered([&] {
+    const std::string ns = ThisLibrary().torch_namespace;
+    auto& dispatcher = c10::Dispatcher::singleton();
+    const auto check = [&](const std::string& name, const char* overload) {
+      if (dispatcher.findSchema({ns + "::" + name, overload}).has_value())
+        taken.push_back(ns + "::" + name + (*overload != '\0' ? std::string(".") + overload : ""));
+    };
+    for (const OpSpec* spec : AllSpecs()) {
+      check(spec->name, "");
+      check(spec->name, "out");
+      if (spec->has_backward()) check(spec->BackwardName(), "");
+    }
+  });
   return taken;
 }
 

@@ -5,7 +5,10 @@
 // output guards.
 #pragma once
 
+#include <memory>
+#include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace opbridge::torch_adapter {
@@ -31,5 +34,61 @@ std::vector<std::string> OperatorsTakenElsewhere();
 // switched on here (opbridge.testing does, for its checks).
 void SetOutputGuards(bool enabled);
 bool OutputGuardsEnabled();
+
+// The all-or-nothing registration of RegisterOperators, over an adapter's
+// registration object (torch::Library; the stable ABI's StableLibrary),
+// whose destructor undoes what it registered.
+template <typename Library>
+class Registrations {
+ public:
+  // Runs register_all(), which makes its registration objects with New,
+  // unless a call has succeeded before. When it throws, the objects it made
+  // are destroyed (undoing their registrations) and the exception goes on;
+  // when it returns, they are kept as long as the library is loaded.
+  template <typename RegisterAll>
+  void RegisterOnce(RegisterAll&& register_all) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (registered_) return;
+    std::vector<std::unique_ptr<Library>> made;
+    making_ = &made;
+    try {
+      register_all();
+    } catch (...) {
+      // `made` unregisters what was registered on the way out.
+      making_ = nullptr;
+      throw;
+    }
+    making_ = nullptr;
+    for (auto& library : made) kept_.push_back(std::move(library));
+    registered_ = true;
+  }
+
+  // A new registration object, made from `args` and kept with the others of
+  // the running RegisterOnce; nullptr (and nothing made) outside it.
+  template <typename... Args>
+  Library* New(Args&&... args) {
+    if (making_ == nullptr) return nullptr;
+    making_->push_back(std::make_unique<Library>(std::forward<Args>(args)...));
+    return making_->back().get();
+  }
+
+  bool Registered() {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    return registered_;
+  }
+
+  // Runs f() under RegisterOnce's lock unless a RegisterOnce has succeeded.
+  template <typename F>
+  void UnlessRegistered(F&& f) {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    if (!registered_) f();
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<Library>>* making_ = nullptr;
+  std::vector<std::unique_ptr<Library>> kept_;
+  bool registered_ = false;
+};
 
 }  // namespace opbridge::torch_adapter

@@ -512,14 +512,15 @@ BoxedFn NewSlot(const OpSpec& spec, Kind kind) {
 
 using Library = st::detail::StableLibrary;
 
-std::vector<std::unique_ptr<Library>>* registering = nullptr;
+// The StableLibrary objects of the library's registration (registration.h);
+// they unregister on destruction.
+Registrations<Library> registrations;
 
 Library& NewLibrary(Library::Kind kind, const char* key) {
-  OPBRIDGE_STABLE_CHECK(registering != nullptr,
-                        "opbridge: an operator registration outside RegisterOperators");
-  registering->push_back(std::make_unique<Library>(kind, ThisLibrary().torch_namespace, key, __FILE__,
-                                                   static_cast<uint32_t>(__LINE__)));
-  return *registering->back();
+  Library* library =
+      registrations.New(kind, ThisLibrary().torch_namespace, key, __FILE__, static_cast<uint32_t>(__LINE__));
+  OPBRIDGE_STABLE_CHECK(library != nullptr, "opbridge: an operator registration outside RegisterOperators");
+  return *library;
 }
 
 void RegisterWithTorch(const OpSpec& spec) {
@@ -536,35 +537,21 @@ void RegisterWithTorch(const OpSpec& spec) {
   if (spec.has_backward()) cpu.impl(spec.BackwardName().c_str(), NewSlot(spec, Kind::kBackward));
 }
 
-std::mutex registration_mutex;
-std::vector<std::unique_ptr<Library>> registered;
-bool operators_registered = false;
-
 }  // namespace
 
 void RegisterOperators() {
-  const std::lock_guard<std::mutex> lock(registration_mutex);
-  if (operators_registered) return;
-  std::vector<std::unique_ptr<Library>> made;
-  registering = &made;
-  const size_t first_slot = slots_used;
-  try {
-    for (const OpSpec* spec : AllSpecs()) RegisterWithTorch(*spec);
-  } catch (...) {
-    // `made` unregisters what was registered on the way out.
-    registering = nullptr;
-    slots_used = first_slot;
-    throw;
-  }
-  registering = nullptr;
-  for (auto& library : made) registered.push_back(std::move(library));
-  operators_registered = true;
+  registrations.RegisterOnce([] {
+    const size_t first_slot = slots_used;
+    try {
+      for (const OpSpec* spec : AllSpecs()) RegisterWithTorch(*spec);
+    } catch (...) {
+      slots_used = first_slot;
+      throw;
+    }
+  });
 }
 
-bool OperatorsRegistered() {
-  const std::lock_guard<std::mutex> lock(registration_mutex);
-  return operators_registered;
-}
+bool OperatorsRegistered() { return registrations.Registered(); }
 
 // The stable ABI cannot look a schema up: opbridge.load_library asks
 // PyTorch from Python (opbridge/_stable.py); a C++ host learns of a taken
