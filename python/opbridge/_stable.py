@@ -25,6 +25,8 @@ from types import ModuleType
 
 import torch
 
+from opbridge._schema import schema_order
+
 # Dtype names as the specs write them.
 _NAMES = {
     torch.float32: "float32",
@@ -99,16 +101,11 @@ def _binder(overload):
     PyTorch leaves out trailing arguments equal to their defaults."""
     arguments = overload._schema.arguments
 
+    def missing(name: str) -> Exception:
+        return RuntimeError(f"{overload}: argument '{name}' is missing")
+
     def bind(args, kwargs) -> list:
-        values = list(args)
-        for argument in arguments[len(values) :]:
-            if argument.name in kwargs:
-                values.append(kwargs[argument.name])
-            elif argument.has_default_value():
-                values.append(argument.default_value)
-            else:
-                raise RuntimeError(f"{overload}: argument '{argument.name}' is missing")
-        return values
+        return schema_order(arguments, args, kwargs, missing)
 
     return bind
 

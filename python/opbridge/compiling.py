@@ -50,6 +50,7 @@ from typing import Any
 
 import torch
 
+from opbridge._schema import schema_order
 from opbridge.ops import Card, cards
 from opbridge.ops.calls import Call, record_calls
 
@@ -80,15 +81,11 @@ def _positional(op: torch._ops.OpOverload, args: tuple, kwargs: dict) -> tuple:
     not necessarily its argument names), defaults filled in."""
     if not kwargs:
         return tuple(args)
-    values = list(args)
-    for argument in op._schema.arguments[len(args) :]:
-        if argument.name in kwargs:
-            values.append(kwargs[argument.name])
-        elif argument.has_default_value():
-            values.append(argument.default_value)
-        else:
-            raise TypeError(f"opbridge.compile: {op} called without argument {argument.name!r}")
-    return tuple(values)
+
+    def missing(name: str) -> Exception:
+        return TypeError(f"opbridge.compile: {op} called without argument {name!r}")
+
+    return tuple(schema_order(op._schema.arguments, args, kwargs, missing))
 
 
 def decomposition(found: Card) -> Callable:
