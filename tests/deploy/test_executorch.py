@@ -154,3 +154,22 @@ def test_a_library_without_executorch_kernels_is_named(kernels):
         executorch.load_kernels(library)
     with pytest.raises(ValueError, match="no loaded library named 'nope'"):
         executorch.load_kernels("nope")
+
+
+def test_a_library_is_found_by_namespace_or_by_name(monkeypatch):
+    import dataclasses
+
+    from opbridge import _library
+
+    builtin = opbridge.libraries()[0]
+    other = dataclasses.replace(builtin, name="my_fused_ops", torch_namespace="myops")
+    monkeypatch.setitem(_library._LIBRARIES, other.torch_namespace, other)
+    assert executorch._library_of(None) is builtin
+    assert executorch._library_of("opbridge") is builtin
+    assert executorch._library_of("myops") is other
+    assert executorch._library_of("my_fused_ops") is other
+    assert executorch._library_of(other) is other
+    with pytest.raises(
+        ValueError, match=r"no loaded library named 'nope' \(loaded: opbridge, my_fused_ops\)"
+    ):
+        executorch._library_of("nope")

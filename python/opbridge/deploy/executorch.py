@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from opbridge._library import Library, libraries
+from opbridge._library import Library, libraries, library_for_namespace
 
 _loaded: dict[str, tuple[ctypes.CDLL, list[str]]] = {}
 
@@ -50,9 +50,9 @@ def _library_of(library: Library | str | None) -> Library:
         return loaded[0]
     if isinstance(library, Library):
         return library
-    for candidate in loaded:
-        if library in (candidate.name, candidate.torch_namespace):
-            return candidate
+    found = library_for_namespace(library) or next((c for c in loaded if c.name == library), None)
+    if found is not None:
+        return found
     names = ", ".join(candidate.name for candidate in loaded)
     raise ValueError(
         f"opbridge.deploy.executorch: no loaded library named '{library}' (loaded: {names})"
