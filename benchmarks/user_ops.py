@@ -71,7 +71,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as np
 import torch
 
 import opbridge
@@ -91,7 +90,7 @@ from opbridge.bench import (
     tune_allocator,
 )
 from opbridge.bench.cases import export_key, fresh_compile
-from opbridge.bench.runner import fwd_bwd, native_stdout_silenced, result_of
+from opbridge.bench.runner import fwd_bwd, max_abs_diff, native_stdout_silenced, result_of
 from opbridge.ops import UnknownOperatorError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -264,25 +263,6 @@ def resolve_op(name: str, build_dir: Path, log) -> str:
 # ---------------------------------------------------------------- measuring
 
 
-def pass_bytes(case: OpCase, args: tuple, pass_: str) -> int:
-    """The bytes a pass must move at least. fwd: every input read once,
-    every output written once (``OpCase.min_bytes``); fwd+bwd adds each
-    output's gradient read, and each input that takes a gradient read again
-    and its gradient written."""
-    fwd = case.min_bytes(args, "fwd")
-    if pass_ == "fwd":
-        return fwd
-    with torch.no_grad():
-        outputs = case.card.call(*args)
-    outputs = outputs if isinstance(outputs, tuple | list) else (outputs,)
-    graded = [a for a in tensors_of(args) if a.requires_grad]
-    return (
-        fwd
-        + sum(o.numel() * o.element_size() for o in outputs)
-        + 2 * sum(a.numel() * a.element_size() for a in graded)
-    )
-
-
 def copy_call(nbytes: int) -> Callable[[], object]:
     """A copy reading and writing ``nbytes`` in all: two float32 buffers
     of half of it each, allocated once."""
@@ -351,8 +331,7 @@ def output_diff(output, expected: torch.Tensor | None) -> float | None:
     got = output[0] if isinstance(output, list | tuple) and output else output
     if expected is None or got is None:
         return None
-    got = got if isinstance(got, torch.Tensor) else torch.from_numpy(np.asarray(got))
-    return float((got.detach().double() - expected.double()).abs().max())
+    return max_abs_diff(got, expected)
 
 
 def export_models(case: OpCase, example: tuple, plan: Plan, log) -> dict[str, bytes]:
@@ -431,7 +410,7 @@ def measure_op(name: str, plan: Plan, log) -> list[Result]:
                         log(f"  {case.name} {dtype} {impl}: no session ({error})")
                         continue
                     fns[impl] = ort_runner(session, tensors_of(args))
-                nbytes = pass_bytes(case, args, "fwd")
+                nbytes = case.min_bytes(args, "fwd")
                 if "copy" in want:
                     fns["copy"] = copy_call(nbytes)
                 with torch.no_grad():
@@ -454,7 +433,7 @@ def measure_op(name: str, plan: Plan, log) -> list[Result]:
                     fns["torch_compile"] = fwd_bwd(fresh_compile(composite), grad_args, grad)
                 if "opbridge_torch" in want:
                     fns["opbridge_torch"] = fwd_bwd(call, grad_args, grad)
-                nbytes = pass_bytes(case, grad_args, "fwd+bwd")
+                nbytes = case.min_bytes(grad_args, "fwd+bwd")
                 if "copy" in want:
                     fns["copy"] = copy_call(nbytes)
                 run_case(fns, None, nbytes, {**meta, "pass_": "fwd+bwd"}, plan, log, results)

@@ -294,3 +294,27 @@ def test_targets_are_read_from_the_largest_shape_and_judged_by_ratio():
     assert got["my_op 2048x4096 fwd+bwd: opbridge_torch vs torch_builtin"] == ("1.40x", False)
     assert got["llama_decode: ort_custom vs the fastest other (ort_standard)"] == ("0.90x", False)
     assert not any(target.startswith("my_op 64x4096") for target in got)
+
+
+def test_min_bytes_counts_every_input_that_takes_a_gradient():
+    case = bench.OpCase("add_rms_norm")  # (x, residual, weight) -> (y, x + residual)
+    rows, cols = 4, 64
+    x, weight = rows * cols * 4, cols * 4
+    fwd = 2 * x + weight + 2 * x
+    assert case.min_bytes(case.inputs([rows, cols], torch.float32), "fwd") == fwd
+    args = case.inputs([rows, cols], torch.float32, requires_grad=True)
+    # Both outputs' gradients read; x, residual and weight read again and
+    # their gradients written.
+    assert case.min_bytes(args, "fwd+bwd") == fwd + 2 * x + 2 * (2 * x + weight)
+
+
+def test_max_abs_diff_takes_bfloat16_and_onnx_runtime_arrays():
+    import numpy as np
+
+    from opbridge.bench.runner import max_abs_diff
+
+    expected = torch.tensor([1.0, 2.0, -3.0], dtype=torch.bfloat16)
+    got = torch.tensor([1.0, 2.5, -3.0], dtype=torch.bfloat16)
+    assert max_abs_diff(got, expected) == 0.5
+    assert max_abs_diff((got.requires_grad_(),), expected) == 0.5
+    assert max_abs_diff([np.array([1.0, 2.0, -2.0], dtype=np.float32)], expected) == 1.0

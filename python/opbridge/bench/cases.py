@@ -188,16 +188,22 @@ class OpCase:
         return Op()
 
     def min_bytes(self, args: tuple, pass_: str) -> int:
-        """fwd: read every input once, write every output once. fwd+bwd
-        adds: read each output's gradient and x, write grad_x (x-sized
-        each)."""
+        """The bytes a pass must move at least. fwd: every input read once,
+        every output written once. fwd+bwd adds each output's gradient read,
+        and each input that takes a gradient (``requires_grad``) read again
+        and its gradient written."""
         with torch.no_grad():
             outputs = self.card.call(*args)
-        outputs = outputs if isinstance(outputs, tuple | list) else (outputs,)
-        tensors = [t for t in (*args, *outputs) if isinstance(t, torch.Tensor)]
-        fwd = sum(t.numel() * t.element_size() for t in tensors)
-        x = tensors[0]
-        return fwd if pass_ == "fwd" else fwd + (2 + len(outputs)) * x.numel() * x.element_size()
+        outputs = tensors_of(outputs if isinstance(outputs, tuple | list) else (outputs,))
+        inputs = tensors_of(args)
+        fwd = nbytes(inputs) + nbytes(outputs)
+        if pass_ == "fwd":
+            return fwd
+        return fwd + nbytes(outputs) + 2 * nbytes(a for a in inputs if a.requires_grad)
+
+
+def nbytes(tensors) -> int:
+    return sum(t.numel() * t.element_size() for t in tensors)
 
 
 def tensors_of(args: tuple) -> tuple:

@@ -386,12 +386,13 @@ PROFILE_CALLS = 5
 
 def max_abs_diff(output, expected: torch.Tensor) -> float:
     """Largest absolute difference of a call's output (a tensor, or ONNX
-    Runtime's list of arrays) from ``expected``."""
+    Runtime's list of arrays) from ``expected``, in float64 (bfloat16 too,
+    which NumPy lacks)."""
     import numpy as np
 
     got = output[0] if isinstance(output, list | tuple) else output
-    got = got.detach().numpy() if isinstance(got, torch.Tensor) else np.asarray(got)
-    return float(np.abs(got.astype(np.float64) - expected.numpy().astype(np.float64)).max())
+    got = got if isinstance(got, torch.Tensor) else torch.from_numpy(np.asarray(got))
+    return float((got.detach().double() - expected.detach().double()).abs().max())
 
 
 def compile_choice(case, log, choices: dict) -> Callable | None:
