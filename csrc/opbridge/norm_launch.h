@@ -31,10 +31,11 @@
 // which the dispatch returns. opbridge/cuda_norms.cuh builds its KernelArgs
 // launches on the same dispatch.
 //
-// CPU drivers. NormComputeEps, NormStreamsOutput and NormBackwardChunks are
-// the parts of a CPU norm around its vectorized row kernels: the eps the
-// compute type sees, the non-temporal store decision, and the deterministic
-// chunked reduction of the weight and bias gradients. They are the row
+// CPU drivers. NormComputeEps, NormStreamsOutput, NormForwardRowTensors,
+// NormBackwardRowTensors and NormBackwardChunks are the parts of a CPU norm
+// around its vectorized row kernels: the eps the compute type sees, the
+// non-temporal store decision, the row kernels' tensors, and the
+// deterministic chunked reduction of the weight and bias gradients. They are the row
 // skeleton's host side (opbridge/toolkit/rows.h), whose per-target side
 // (opbridge/toolkit/rows-inl.h) the built-in norms' row kernels are written
 // on.
@@ -193,6 +194,45 @@ double NormComputeEps(double eps) {
 template <typename T>
 bool NormStreamsOutput(int64_t elements) {
   return toolkit::RowsStreamOutput<T>(elements);
+}
+
+// A norm's tensors as its row kernels (opbridge/toolkit/rows-inl.h) see
+// them, in the slots every norm on the row skeleton reads:
+//   forward   in: x, residual (or null)   columns: weight, bias (or null)
+//             out: y, sum (null without a residual)   params: eps
+//   backward  in: grad_y, x, grad_sum (or null)   columns: weight (or null)
+//             out: grad_x   params: eps
+// with eps as the compute type sees it (NormComputeEps). The outputs are
+// written with non-temporal stores when `streamed_outputs` [rows, cols]
+// outputs (the forward's y, and its sum where that is streamed too) do not
+// fit in the last-level cache; a backward decides on grad_x alone.
+template <typename T>
+toolkit::RowTensors<T> NormForwardRowTensors(const NormForwardTensors<T>& n, int64_t streamed_outputs = 1) {
+  toolkit::RowTensors<T> t;
+  t.in[0] = n.x;
+  t.in[1] = n.residual;
+  t.columns[0] = n.weight;
+  t.columns[1] = n.bias;
+  t.out[0] = n.y;
+  t.out[1] = n.residual != nullptr ? n.sum : nullptr;
+  t.cols = n.cols;
+  t.params[0] = NormComputeEps<T>(n.eps);
+  t.stream = NormStreamsOutput<T>(streamed_outputs * n.rows * n.cols);
+  return t;
+}
+
+template <typename T>
+toolkit::RowTensors<T> NormBackwardRowTensors(const NormBackwardTensors<T>& n) {
+  toolkit::RowTensors<T> t;
+  t.in[0] = n.grad_y;
+  t.in[1] = n.x;
+  t.in[2] = n.grad_sum;
+  t.columns[0] = n.weight;
+  t.out[0] = n.grad_x;
+  t.cols = n.cols;
+  t.params[0] = NormComputeEps<T>(n.eps);
+  t.stream = NormStreamsOutput<T>(n.rows * n.cols);
+  return t;
 }
 
 // The frame of a backward with deterministic weight and bias gradients

@@ -171,17 +171,9 @@ template <typename T>
 void RmsNormForwardOfSum(const T* x, const T* residual, const T* weight, const T* bias, T* y, T* sum,
                          int64_t rows, int64_t cols, const RmsNormAttrs& attrs,
                          const ParallelFor& parallel_for) {
-  RowTensors<T> t;
-  t.in[0] = x;
-  t.in[1] = residual;
-  t.columns[0] = weight;
-  t.columns[1] = bias;
-  t.out[0] = y;
-  t.out[1] = residual != nullptr ? sum : nullptr;
-  t.cols = cols;
-  t.params[0] = toolkit::RowsComputeScalar<T>(attrs.eps);
   // With the add, both outputs together decide whether to bypass the cache.
-  t.stream = toolkit::RowsStreamOutput<T>((residual != nullptr ? 2 : 1) * rows * cols);
+  const RowTensors<T> t = NormForwardRowTensors<T>({x, residual, weight, bias, y, sum, rows, cols, attrs.eps},
+                                                   residual != nullptr ? 2 : 1);
   toolkit::ForRowRanges(rows, cols, parallel_for,
                         [&](const RowRange& range) { RmsNormForwardRows<T>(t, range); });
 }
@@ -196,15 +188,8 @@ template <typename T>
 void RmsNormBackwardWithAdd(const T* grad_y, const T* grad_add, const T* x, const T* weight, T* grad_x,
                             T* grad_weight, T* grad_bias, int64_t rows, int64_t cols,
                             const RmsNormAttrs& attrs, const ParallelFor& parallel_for) {
-  RowTensors<T> t;
-  t.in[0] = grad_y;
-  t.in[1] = x;
-  t.in[2] = grad_add;
-  t.columns[0] = weight;
-  t.out[0] = grad_x;
-  t.cols = cols;
-  t.params[0] = toolkit::RowsComputeScalar<T>(attrs.eps);
-  t.stream = toolkit::RowsStreamOutput<T>(rows * cols);
+  const RowTensors<T> t = NormBackwardRowTensors<T>(
+      {grad_y, grad_add, x, weight, grad_x, grad_weight, grad_bias, rows, cols, attrs.eps});
   toolkit::ForRowChunksWithColumnSums<T>(rows, cols, {grad_weight, grad_bias}, parallel_for,
                                          [&](const RowRange& range) { RmsNormBackwardRows<T>(t, range); });
 }

@@ -82,64 +82,37 @@ OPBRIDGE_ROWS_ENTRY_POINTS(FusedNormBackwardRows, BackwardRange);
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
-#include "opbridge/checks.h"
+#include "opbridge/norm_launch.h"
 
 namespace myops {
 
 using opbridge::KernelArgs;
+using opbridge::NormResidual;
 using opbridge::Status;
 using opbridge::toolkit::RowRange;
-using opbridge::toolkit::RowTensors;
 
 OPBRIDGE_ROWS_EXPORT(FusedNormForwardRows);
 OPBRIDGE_ROWS_EXPORT(FusedNormBackwardRows);
 
-namespace {
-
-// [rows, cols] of a tensor normalized over its last dimension.
-void RowsOf(const opbridge::Shape& shape, int64_t* rows, int64_t* cols) {
-  *cols = shape.back();
-  *rows = *cols == 0 ? 0 : opbridge::NumElements(shape) / *cols;
-}
-
-}  // namespace
-
+// The launch glue of opbridge/norm_launch.h: the dtype dispatch (the spec's
+// shape rule has already refused every dtype but float32 and float64), the
+// typed tensors, and the row kernels' slots filled from them.
 Status LaunchFusedNorm(const KernelArgs& args) {
-  int64_t rows = 0, cols = 0;
-  RowsOf(args.input_infos[0].shape, &rows, &cols);
-  return opbridge::DispatchFloating(kFusedNormSpec, "x", args.input_infos[0].dtype, [&](auto tag) {
-    using T = decltype(tag);
-    RowTensors<T> t;
-    t.in[0] = static_cast<const T*>(args.inputs[0]);
-    t.columns[0] = static_cast<const T*>(args.inputs[1]);
-    t.columns[1] = static_cast<const T*>(args.inputs[2]);
-    t.out[0] = static_cast<T*>(args.outputs[0]);
-    t.cols = cols;
-    t.params[0] = opbridge::toolkit::RowsComputeScalar<T>(args.attrs[0].number);
-    t.stream = opbridge::toolkit::RowsStreamOutput<T>(rows * cols);
-    opbridge::toolkit::ForRowRanges(rows, cols, args.parallel_for,
-                                    [&](const RowRange& range) { FusedNormForwardRows<T>(t, range); });
+  return opbridge::DispatchNormForward<NormResidual::kNone>(kFusedNormSpec, args, [&](const auto& n) {
+    const auto t = opbridge::NormForwardRowTensors(n);
+    opbridge::toolkit::ForRowRanges(n.rows, n.cols, args.parallel_for,
+                                    [&](const RowRange& range) { FusedNormForwardRows(t, range); });
   });
 }
 
 // Backward inputs: grad_y, x, weight; outputs: grad_x, grad_weight and
 // grad_bias (each of the last two null when nobody needs it).
 Status LaunchFusedNormBackward(const KernelArgs& args) {
-  int64_t rows = 0, cols = 0;
-  RowsOf(args.input_infos[1].shape, &rows, &cols);
-  return opbridge::DispatchFloating(kFusedNormSpec, "x", args.input_infos[1].dtype, [&](auto tag) {
-    using T = decltype(tag);
-    RowTensors<T> t;
-    t.in[0] = static_cast<const T*>(args.inputs[0]);
-    t.in[1] = static_cast<const T*>(args.inputs[1]);
-    t.columns[0] = static_cast<const T*>(args.inputs[2]);
-    t.out[0] = static_cast<T*>(args.outputs[0]);
-    t.cols = cols;
-    t.params[0] = opbridge::toolkit::RowsComputeScalar<T>(args.attrs[0].number);
-    t.stream = opbridge::toolkit::RowsStreamOutput<T>(rows * cols);
-    opbridge::toolkit::ForRowChunksWithColumnSums<T>(
-        rows, cols, {static_cast<T*>(args.outputs[1]), static_cast<T*>(args.outputs[2])}, args.parallel_for,
-        [&](const RowRange& range) { FusedNormBackwardRows<T>(t, range); });
+  return opbridge::DispatchNormBackward<NormResidual::kNone>(kFusedNormSpec, "x", args, [&](const auto& n) {
+    const auto t = opbridge::NormBackwardRowTensors(n);
+    opbridge::toolkit::ForRowChunksWithColumnSums(
+        n.rows, n.cols, {n.grad_weight, n.grad_bias}, args.parallel_for,
+        [&](const RowRange& range) { FusedNormBackwardRows(t, range); });
   });
 }
 
