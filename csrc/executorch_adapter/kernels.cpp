@@ -276,8 +276,8 @@ Status Run(const OpSpec& spec, et::Span<et::EValue*> stack) {
     args.outputs.push_back(out.mutable_data_ptr());
   }
   args.parallel_for = ExecuTorchParallelFor();
-  if (RuntimeChecksEnabled()) OPBRIDGE_RETURN_IF_ERROR(ValidateKernelArgs(spec, args));
-  return spec.forward(args);
+  // OPBRIDGE_CHECK: argument checks and output guards.
+  return LaunchOnHost(spec, args, spec.forward, [&spec] { return spec.TorchName(); });
 }
 
 template <size_t I>
