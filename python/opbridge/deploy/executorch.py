@@ -1,8 +1,8 @@
 """ExecuTorch: models with an operator library's ops lowered to an ExecuTorch
 program (``.pte``) and run by ExecuTorch's runtime on the library's kernels.
 
-Each library built with the ``executorch`` adapter (opbridge's own is, where
-the executorch package is installed) has ``lib<name>_executorch.so`` beside
+Each library built with the ``executorch`` adapter (opbridge's own is, in
+the wheel and in ``./dev``'s build) has ``lib<name>_executorch.so`` beside
 its module: one kernel per spec for its ``out=`` form, which is what
 ExecuTorch's memory planning lowers every op to. :func:`load_kernels`
 registers them with the runtime of the executorch package in this process
