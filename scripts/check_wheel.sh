@@ -2,7 +2,8 @@
 # Builds the wheel, installs it into a scratch virtual environment (the pinned
 # runtime dependencies, nothing from the build tree) and runs it there from
 # outside the checkout: a PyTorch call, a custom-route export and ONNX Runtime
-# with the wheel's library, which must find Highway inside the wheel.
+# with the wheel's library, which must find Highway inside the wheel, and a
+# program run by ExecuTorch on the wheel's ExecuTorch kernels.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
@@ -12,7 +13,8 @@ rm -rf "$OUT"
 # Warnings as errors, as in every CI build; it also makes the compile commands
 # those of ./dev's build, so ccache serves most of them.
 "$VENV/bin/python" -m pip wheel -q --no-build-isolation --no-deps "$ROOT" -w "$OUT" \
-  -Cbuild-dir="$ROOT/build/wheel-build" -Ccmake.define.OPBRIDGE_WERROR=ON
+  -Cbuild-dir="$ROOT/build/wheel-build" -Ccmake.define.OPBRIDGE_WERROR=ON \
+  -Ccmake.define.OPBRIDGE_BUILD_EXECUTORCH=ON
 wheel=("$OUT"/opbridge-*.whl)
 echo "[check_wheel] built $(basename "${wheel[0]}") ($(du -h "${wheel[0]}" | cut -f1))" >&2
 if [[ ! -x "$SCRATCH/bin/python" ]]; then
@@ -22,6 +24,9 @@ fi
 # numpy and what they pull; byte-compiled when first imported), then the
 # wheel itself without dependencies.
 "$SCRATCH/bin/python" -m pip install -q --no-compile -r <(grep -E '^(torch|onnx|onnxruntime|onnxscript|onnx-ir|numpy|ml_dtypes|protobuf|typing_extensions|packaging|filelock|fsspec|Jinja2|MarkupSafe|networkx|sympy|mpmath|flatbuffers)==' "$ROOT/requirements.txt")
+# ExecuTorch as ./dev installs it (requirements-nodeps.txt, --no-deps): the
+# wheel's ExecuTorch kernels find its runtime through their RUNPATH.
+"$SCRATCH/bin/python" -m pip install -q --no-compile --no-deps -r "$ROOT/requirements-nodeps.txt"
 "$SCRATCH/bin/python" -m pip install -q --force-reinstall --no-deps "${wheel[0]}"
 cd "$(mktemp -d)"
 "$SCRATCH/bin/python" - <<'PY'
@@ -78,11 +83,18 @@ proto = opbridge.onnx.export(model, (x,), route="custom", verbose=False)
 session = opbridge.ort.InferenceSession(proto)
 (got,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
 np.testing.assert_allclose(got, model(x).detach().numpy(), rtol=1e-5, atol=1e-5)
+# The wheel's ExecuTorch kernels, registered with the executorch package's
+# runtime, run a program lowered here.
+from opbridge.deploy import executorch
+
+assert "opbridge::rms_norm.out" in executorch.load_kernels()
+(lowered,) = executorch.run_pte(executorch.to_pte(model, (x,), "rms_norm.pte"), (x,))
+torch.testing.assert_close(lowered, model(x).detach(), rtol=1e-5, atol=1e-5)
 # The scaffold's templates are files of the package: the wheel must carry them.
 from opbridge.sdk import scaffold
 
 project = scaffold.files("soft_cap", "soft_cap_ops", "com.example.soft_cap_ops")
 assert "kSoftCapSpec" in project["csrc/soft_cap/spec.h"], sorted(project)
 print(f"[check_wheel] opbridge {opbridge.__version__} from {site}: torch op, custom-route "
-      f"export and ONNX Runtime run; Highway from the wheel ({hwy[0].split()[0]})")
+      f"export, ONNX Runtime and ExecuTorch run; Highway from the wheel ({hwy[0].split()[0]})")
 PY

@@ -4,14 +4,13 @@ library already built (tests/sdk/test_faulty_ops.py, tests/deploy/test_aoti.py).
 
 from __future__ import annotations
 
-import hashlib
 import shutil
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-from opbridge._library import native_dir
+from opbridge.sdk.build import _sdk_digest
 
 from paths import ROOT
 
@@ -21,11 +20,7 @@ SOURCES = sorted((ROOT / "tests" / "sdk" / "faulty_ops").glob("*.cpp"))
 def sdk_digest() -> str:
     """The installed SDK's sources and CMake package: a build of faulty_ops
     with another SDK is another cache entry."""
-    digest = hashlib.sha256()
-    for folder in (native_dir() / "sdk" / "csrc", native_dir() / "share" / "cmake"):
-        for path in sorted(p for p in folder.rglob("*") if p.is_file()):
-            digest.update(str(path.relative_to(folder)).encode() + b"\0" + path.read_bytes())
-    return digest.hexdigest()[:16]
+    return _sdk_digest()[:16]
 
 
 def build() -> Path:
@@ -39,7 +34,7 @@ def build() -> Path:
         import opbridge.build
         library = opbridge.build.load(
             "faulty_ops", {[str(s) for s in SOURCES]!r}, onnx_domain="com.example.faulty",
-            build_directory={str(root)!r})
+            adapters=["torch", "ort", "openvino", "executorch"], build_directory={str(root)!r})
         print(library.path)
         """
     result = subprocess.run(

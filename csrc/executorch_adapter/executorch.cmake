@@ -56,6 +56,14 @@ function(_opbridge_adapter_executorch name out_var)
   # ExecuTorch builds it.
   target_compile_definitions(${name}_executorch PRIVATE ET_LOG_ENABLED=0 ET_USE_THREADPOOL=1
                                                          C10_USING_CUSTOM_GENERATED_MACROS)
+  # The release built against (executorch/version.py, read without importing
+  # the package), for opbridge_executorch_built_with().
+  file(STRINGS "${OPBRIDGE_EXECUTORCH_DIR}/version.py" _version_line REGEX "^__version__ = ")
+  string(REGEX REPLACE "^__version__ = [\"']([^\"']+)[\"'].*" "\\1" _version "${_version_line}")
+  if(NOT _version OR _version STREQUAL _version_line)
+    message(FATAL_ERROR "OPBRIDGE_BUILD_EXECUTORCH=ON: no __version__ in ${OPBRIDGE_EXECUTORCH_DIR}/version.py")
+  endif()
+  target_compile_definitions(${name}_executorch PRIVATE OPBRIDGE_EXECUTORCH_BUILT_WITH="${_version}")
   target_link_libraries(${name}_executorch PRIVATE ${name}_core "-L${_pybindings}" "-l:${OPBRIDGE_EXECUTORCH_RUNTIME}")
   target_compile_options(${name}_executorch PRIVATE ${OPBRIDGE_COMPILE_WARNINGS})
   # -l:<file name>: DT_NEEDED names the module by file name (it has no

@@ -3,8 +3,9 @@
 // overload the PyTorch adapter registers from the same spec and that
 // ExecuTorch's to_executorch() puts into a .pte program. The kernels go into
 // the operator registry of the ExecuTorch runtime this library is linked
-// against (the executorch wheel's pybindings module, _portable_lib), when the
-// library is loaded: a program loaded through that runtime then finds them.
+// against (the executorch wheel's pybindings module, _portable_lib) at the
+// first opbridge_executorch_kernels() call: a program loaded through that
+// runtime then finds them.
 //
 // A kernel reads its arguments in schema order (the inputs, then the
 // attributes, then the out tensors; the returned value comes last), checks
@@ -255,8 +256,8 @@ Status Run(const OpSpec& spec, et::Span<et::EValue*> stack) {
     args.outputs.push_back(out.mutable_data_ptr());
   }
   args.parallel_for = ExecuTorchParallelFor();
-  if (RuntimeChecksEnabled()) OPBRIDGE_RETURN_IF_ERROR(ValidateKernelArgs(spec, args));
-  return spec.forward(args);
+  // OPBRIDGE_CHECK: argument checks and output guards.
+  return LaunchOnHost(spec, args, spec.forward, [&spec] { return spec.TorchName(); });
 }
 
 template <size_t I>
@@ -315,7 +316,13 @@ void RegisterSpec(const OpSpec& spec) {
   }
 }
 
-[[maybe_unused]] const bool kRegistered = (OnEachSpec(RegisterSpec), true);
+// Once, at the first opbridge_executorch_kernels() call (not when the
+// library is loaded): a caller first compares opbridge_executorch_built_with()
+// with its runtime's release.
+void RegisterOnce() {
+  static const bool registered = (OnEachSpec(RegisterSpec), true);
+  (void)registered;
+}
 
 std::string& KernelNames() {
   static std::string names;
@@ -331,10 +338,19 @@ extern "C" __attribute__((visibility("default"))) const char* opbridge_executorc
   return opbridge::LastError().c_str();
 }
 
-// The kernels this library registered, one name a line ("opbridge::rms_norm.out").
+// Registers the library's kernels with the runtime (on the first call) and
+// returns those registered, one name a line ("opbridge::rms_norm.out").
 extern "C" __attribute__((visibility("default"))) const char* opbridge_executorch_kernels() {
+  opbridge::RegisterOnce();
   std::string& names = opbridge::KernelNames();
   names.clear();
   for (size_t i = 0; i < opbridge::OperatorCount(); ++i) names += opbridge::Operators()[i].name + "\n";
   return names.c_str();
+}
+
+// "1.4.1+cpu": the executorch release whose headers and runtime this library
+// was built against. Its kernels may only be registered with that release's
+// runtime (ExecuTorch's C++ ABI is not stable across releases).
+extern "C" __attribute__((visibility("default"))) const char* opbridge_executorch_built_with() {
+  return OPBRIDGE_EXECUTORCH_BUILT_WITH;
 }

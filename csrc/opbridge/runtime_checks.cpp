@@ -232,6 +232,24 @@ Status HostOutputGuards::Check() const {
   return Status::Ok();
 }
 
+Status LaunchCheckedOnHost(const OpSpec& spec, const std::string& op, const KernelArgs& args,
+                           const std::function<Status(const KernelArgs&)>& launch) {
+  OPBRIDGE_RETURN_IF_ERROR(ValidateKernelArgs(spec, args));
+  std::vector<const char*> names;
+  for (const InputSpec& input : spec.inputs) names.push_back(input.name);
+  HostOutputGuards guards(op, names, args.input_infos);
+  KernelArgs guarded = args;
+  for (size_t k = 0; k < args.outputs.size(); ++k) {
+    guarded.outputs[k] = guards.Add(spec.outputs[k], args.output_infos[k]);
+  }
+  OPBRIDGE_RETURN_IF_ERROR(launch(guarded));
+  OPBRIDGE_RETURN_IF_ERROR(guards.Check());
+  for (size_t k = 0; k < args.outputs.size(); ++k) {
+    if (guards.Size(k) > 0) std::memcpy(args.outputs[k], guards.Data(k), static_cast<size_t>(guards.Size(k)));
+  }
+  return Status::Ok();
+}
+
 namespace {
 
 void AppendHexByte(unsigned char byte, std::string* out) {

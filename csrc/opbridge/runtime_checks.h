@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -93,6 +94,22 @@ class HostOutputGuards {
   int64_t tail_;
   std::vector<Output> outputs_;
 };
+
+// A CPU kernel's call in an adapter whose outputs are the runtime's host
+// buffers (ONNX Runtime, OpenVINO, ExecuTorch), `args` complete with them.
+// Under OPBRIDGE_CHECK: ValidateKernelArgs, then the kernel writing into
+// HostOutputGuards' buffers in place of args.outputs, the guards checked
+// (`op` names the operator in their messages) and the outputs copied to
+// args.outputs; otherwise launch(args) alone. `label()` gives `op`, built
+// only under OPBRIDGE_CHECK.
+Status LaunchCheckedOnHost(const OpSpec& spec, const std::string& op, const KernelArgs& args,
+                           const std::function<Status(const KernelArgs&)>& launch);
+
+template <typename Launch, typename Label>
+Status LaunchOnHost(const OpSpec& spec, const KernelArgs& args, Launch&& launch, Label&& label) {
+  if (!RuntimeChecksEnabled()) return launch(args);
+  return LaunchCheckedOnHost(spec, label(), args, launch);
+}
 
 // A string of the user's (a node name, an attribute's text) in single quotes,
 // safe inside a message: a quote or backslash is escaped with a backslash and

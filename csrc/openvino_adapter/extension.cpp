@@ -318,11 +318,9 @@ class SpecNode : public ov::op::Op {
     }
     args.attrs = attrs_;
     args.parallel_for = OpenVinoParallelFor();
-    if (RuntimeChecksEnabled()) {
-      status = ValidateKernelArgs(spec, args);
-      if (!status.ok()) OPENVINO_THROW(status.message(), NodeSuffix());
-    }
-    status = spec.forward(args);
+    // OPBRIDGE_CHECK: argument checks and output guards.
+    status = LaunchOnHost(spec, args, spec.forward,
+                          [&spec] { return spec.TorchName() + " (ONNX " + spec.QualifiedName() + ")"; });
     if (!status.ok()) OPENVINO_THROW(status.message(), NodeSuffix());
     return true;
   }

@@ -483,21 +483,10 @@ OrtStatus* ORT_API_CALL Compute(void* kernel_state, OrtKernelContext* context) n
     }
     Status status = InferWithAttrs(spec, args.input_infos, kernel.attrs, &args.output_infos);
     if (!status.ok()) return MakeStatus(status.message() + kernel.attr_note + NodeSuffix(kernel.node_name));
-    // OPBRIDGE_CHECK's output guards (CPU kernels): the kernel writes into
-    // guarded host buffers, copied to the outputs once checked.
-    std::unique_ptr<HostOutputGuards> guards;
-    if (RuntimeChecksEnabled() && !kernel.cuda) {
-      std::vector<const char*> names;
-      for (const InputSpec& input : spec.inputs) names.push_back(input.name);
-      guards = std::make_unique<HostOutputGuards>(spec.TorchName() + " (ONNX " + spec.QualifiedName() + ")",
-                                                  names, args.input_infos);
-    }
-    std::vector<void*> targets;
     for (size_t k = 0; k < args.output_infos.size(); ++k) {
       const Shape& shape = args.output_infos[k].shape;
       Ort::UnownedValue output = ctx.GetOutput(k, shape.data(), shape.size());
-      targets.push_back(output.GetTensorMutableRawData());
-      args.outputs.push_back(guards ? guards->Add(spec.outputs[k], args.output_infos[k]) : targets.back());
+      args.outputs.push_back(output.GetTensorMutableRawData());
     }
     args.attrs = kernel.attrs;
     CudaScratch scratch(context, device);
@@ -507,22 +496,15 @@ OrtStatus* ORT_API_CALL Compute(void* kernel_state, OrtKernelContext* context) n
     } else {
       args.parallel_for = MakeParallelFor(context);
     }
-    // OPBRIDGE_CHECK reads the data: CPU kernels only (device memory is not
-    // readable from here).
-    if (RuntimeChecksEnabled() && !kernel.cuda) {
-      status = ValidateKernelArgs(spec, args);
-      if (!status.ok()) return MakeStatus(status.message() + NodeSuffix(kernel.node_name));
+    // OPBRIDGE_CHECK (argument checks, output guards) reads the data: CPU
+    // kernels only (device memory is not readable from here).
+    if (kernel.cuda) {
+      status = kernel.launch(args);
+    } else {
+      status = LaunchOnHost(spec, args, kernel.launch,
+                            [&spec] { return spec.TorchName() + " (ONNX " + spec.QualifiedName() + ")"; });
     }
-    status = kernel.launch(args);
     if (!status.ok()) return MakeStatus(status.message() + NodeSuffix(kernel.node_name));
-    if (guards) {
-      status = guards->Check();
-      if (!status.ok()) return MakeStatus(status.message() + NodeSuffix(kernel.node_name));
-      for (size_t k = 0; k < targets.size(); ++k) {
-        if (guards->Size(k) > 0)
-          std::memcpy(targets[k], guards->Data(k), static_cast<size_t>(guards->Size(k)));
-      }
-    }
     return nullptr;
   });
 }

@@ -7,10 +7,14 @@ against eager PyTorch.
 from __future__ import annotations
 
 import ctypes
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 import torch
+from executorch import version as executorch_version
 from executorch.extension.pybindings import portable_lib
 from torch import nn
 
@@ -141,6 +145,37 @@ def test_a_second_copy_registers_nothing(kernels, tmp_path):
     assert "already has a kernel 'opbridge::" in second.opbridge_executorch_last_error().decode()
     assert kernels == sorted(f"opbridge::{name}.out" for name in opbridge.specs())
     assert executorch.load_kernels() == kernels
+
+
+def test_another_executorch_release_registers_nothing():
+    # A fresh process whose executorch reports another release: refused
+    # before any kernel reaches the runtime's registry.
+    code = textwrap.dedent(
+        """
+        from executorch import version
+        from executorch.extension.pybindings import portable_lib
+        from opbridge.deploy import executorch
+
+        version.__version__ = "0.1.0"
+        try:
+            executorch.load_kernels()
+        except RuntimeError as error:
+            print("refused |", error)
+        names = portable_lib._get_operator_names()
+        print("registered |", [n for n in names if n.startswith("opbridge::")])
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    built = opbridge.libraries()[0].executorch_library_path.name
+    assert (
+        f"refused | opbridge.deploy.executorch: {built} was built against executorch "
+        f"{executorch_version.__version__}, this process runs executorch 0.1.0: its kernels were "
+        "not registered"
+    ) in result.stdout, result.stdout
+    assert "registered | []" in result.stdout, result.stdout
 
 
 def test_a_library_without_executorch_kernels_is_named(kernels):

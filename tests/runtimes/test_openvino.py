@@ -257,6 +257,28 @@ def test_float16_runs_with_the_extension():
     np.testing.assert_allclose(got.astype(np.float32), want, rtol=1e-3, atol=1e-3)
 
 
+def test_bfloat16_runs_with_the_extension():
+    """bfloat16 too (numpy has no bfloat16: the bits go through as uint16),
+    equal to PyTorch's result: the same kernel, computed in float32."""
+
+    def bits(t: torch.Tensor):
+        tensor = ov.Tensor(ov.Type.bf16, list(t.shape))
+        tensor.data[...] = t.view(torch.int16).numpy().view(tensor.data.dtype)
+        return tensor
+
+    x = torch.randn(4, 32).to(torch.bfloat16)
+    weight = (1 + 0.1 * torch.randn(32)).to(torch.bfloat16)
+    module = OpCall(opbridge.rms_norm, (x, weight), {})
+    proto = opbridge.onnx.export(module, (x, weight), route="custom", verbose=False)
+    compiled = openvino_runtime.compile_model(proto)
+    assert [p.get_element_type() for p in compiled.outputs] == [ov.Type.bf16]
+    request = compiled.create_infer_request()
+    request.infer({0: bits(x), 1: bits(weight)})
+    raw = np.array(request.get_output_tensor(0).data).view(np.int16)
+    got = torch.from_numpy(raw.copy()).view(torch.bfloat16)
+    torch.testing.assert_close(got, opbridge.rms_norm(x, weight), rtol=0, atol=0)
+
+
 def test_auto_for_openvino_chooses_per_op_among_what_verifies_there():
     """route="auto" with runtime="openvino" measures the custom route (the
     extension's evaluate) against OpenVINO's own forms of the standard and

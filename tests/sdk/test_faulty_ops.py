@@ -70,15 +70,26 @@ def test_a_shape_rule_smaller_than_the_kernel_writes_is_an_error(faulty):
                 helper.make_opsetid("", 18), helper.make_opsetid("com.example.faulty", 1)])
             model.ir_version = 10
             session = opbridge.ort.InferenceSession(model)
+            compiled = opbridge.openvino.compile_model(model)
+            from opbridge.deploy import executorch
+
+            class Short(torch.nn.Module):
+                def forward(self, x):
+                    return torch.ops.faulty_ops.short_shape(x)
+
+            executorch.load_kernels("faulty_ops")
+            pte = executorch.to_pte(Short(), (x,), {str(faulty.parent)!r} + "/short_shape.pte")
             for name, call in [
                 ("eager", lambda: torch.ops.faulty_ops.short_shape(x)),
                 ("out", lambda: torch.ops.faulty_ops.short_shape.out(x, out=torch.empty(0))),
                 ("ort", lambda: session.run(None, {{"x": x.numpy()}})),
+                ("openvino", lambda: compiled({{"x": x.numpy()}})),
+                ("executorch", lambda: executorch.run_pte(pte, (x,))),
             ]:
                 try:
                     call()
                 except Exception as error:  # RuntimeError; ONNX Runtime's Fail
-                    print(name, "|", str(error).splitlines()[0])
+                    print(name, "|", " ".join(str(error).split()))  # OpenVINO: several lines
                 else:
                     print(name, "| no error")
             """,
@@ -96,6 +107,8 @@ def test_a_shape_rule_smaller_than_the_kernel_writes_is_an_error(faulty):
     assert f"out | faulty_ops::short_shape.out: {wrote}" in out, out
     ort = "faulty_ops::short_shape (ONNX com.example.faulty::ShortShape): " + wrote
     assert ort in out.split("ort |")[1].splitlines()[0], out
+    assert ort in out.split("openvino |")[1].splitlines()[0], out
+    assert f"faulty_ops::short_shape: {wrote}" in out.split("executorch |")[1].splitlines()[0], out
 
 
 def test_b_a_shape_rule_with_the_wrong_dtype_is_an_error(faulty):

@@ -162,6 +162,19 @@ def test_jit_build_is_cached_by_content(tmp_path, monkeypatch):
         opbridge.build.load("jit_ops", files, **kwargs)
 
 
+def test_jit_build_key_follows_the_installed_sdk(tmp_path, monkeypatch):
+    # An opbridge rebuilt under the same version (an editable install) with a
+    # changed toolkit header must not reuse libraries built on the old one.
+    from opbridge.sdk import build
+
+    source = tmp_path / "kernel.cpp"
+    source.write_text("// kernel\n")
+    before = build._key("ops", [source], [])
+    assert build._key("ops", [source], []) == before
+    monkeypatch.setattr(build, "_sdk_digest", lambda: "another sdk")
+    assert build._key("ops", [source], []) != before
+
+
 def test_scaffold_project_builds_passes_its_tests_and_verifies(tmp_path):
     project = tmp_path / "soft_cap_project"
     assert main(["new-op", str(project), "--name", "soft_cap"]) == 0

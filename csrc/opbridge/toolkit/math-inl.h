@@ -10,7 +10,7 @@
 //   function      float32                float64
 //   Exp           1 ulp (Highway's Exp)  1 ulp to x = 700, 3 ulp beyond
 //   Log           1 ulp (Highway's Log)  1 ulp
-//   Tanh          3 ulp (Highway's Tanh) 3 ulp
+//   Tanh          7 ulp (rational)       3 ulp (Highway's Tanh)
 //   Sigmoid       3 ulp                  3 ulp
 //   Erf           7 ulp or abs 1e-7      std::erf lane by lane (1 ulp)
 //   Silu          4 ulp                  4 ulp
@@ -148,15 +148,37 @@ HWY_INLINE V Log(D d, V x) {
   return math_internal::KeepNaN(d, x, r);
 }
 
-// Hyperbolic tangent: Highway's Tanh; +-1 where the exact result rounds to
-// it (|x| > 9.1 in float32, 19.1 in float64).
+// Hyperbolic tangent. float32: a P(a^2) / Q(a^2) for a = min(|x|, 9), P
+// and Q of degree 4, fitted here to tanh(a) / a on [0, 9] (minimax in the
+// relative error by Lawson's iteration: 0.35 ulp before rounding), capped
+// at 1 (it reaches 1 by a = 9, so +-inf gives +-1 exactly), with x's sign;
+// eight multiply-adds and a division, about twice the speed of Highway's
+// Tanh (an expm1 and a division), at 7 ulp where that measures 3. float64:
+// Highway's Tanh, +-1 where the exact result rounds to it (|x| > 19.1).
 template <class D, class V>
 HWY_INLINE V Tanh(D d, V x) {
   using math_internal::K;
-  const V limit = K(d, math_internal::IsF32<D>() ? 9.1 : 19.1);
-  const V r = hn::Tanh(d, hn::Min(hn::Max(x, hn::Neg(limit)), limit));
-  const V saturated = hn::CopySign(K(d, 1.0), x);
-  return math_internal::KeepNaN(d, x, hn::IfThenElse(hn::Gt(hn::Abs(x), limit), saturated, r));
+  if constexpr (math_internal::IsF32<D>()) {
+    const V a = hn::Min(hn::Abs(x), K(d, 9.0));
+    const V t = hn::Mul(a, a);
+    V p = K(d, 1.3354062806820622e-08);
+    p = hn::MulAdd(p, t, K(d, 2.06086645423901e-05));
+    p = hn::MulAdd(p, t, K(d, 0.003495563575963058));
+    p = hn::MulAdd(p, t, K(d, 0.1338100530208562));
+    p = hn::MulAdd(p, t, K(d, 0.999999979506236));
+    V q = K(d, 7.776317096129035e-07);
+    q = hn::MulAdd(q, t, K(d, 0.00032855940398120696));
+    q = hn::MulAdd(q, t, K(d, 0.02587688980393082));
+    q = hn::MulAdd(q, t, K(d, 0.46714320909995605));
+    q = hn::MulAdd(q, t, K(d, 1.0));
+    const V r = hn::Min(hn::Div(hn::Mul(a, p), q), K(d, 1.0));
+    return math_internal::KeepNaN(d, x, hn::CopySignToAbs(r, x));
+  } else {
+    const V limit = K(d, 19.1);
+    const V r = hn::Tanh(d, hn::Min(hn::Max(x, hn::Neg(limit)), limit));
+    const V saturated = hn::CopySign(K(d, 1.0), x);
+    return math_internal::KeepNaN(d, x, hn::IfThenElse(hn::Gt(hn::Abs(x), limit), saturated, r));
+  }
 }
 
 namespace math_internal {

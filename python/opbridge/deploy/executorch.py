@@ -1,8 +1,8 @@
 """ExecuTorch: models with an operator library's ops lowered to an ExecuTorch
 program (``.pte``) and run by ExecuTorch's runtime on the library's kernels.
 
-Each library built with the ``executorch`` adapter (opbridge's own is, where
-the executorch package is installed) has ``lib<name>_executorch.so`` beside
+Each library built with the ``executorch`` adapter (opbridge's own is, in
+the wheel and in ``./dev``'s build) has ``lib<name>_executorch.so`` beside
 its module: one kernel per spec for its ``out=`` form, which is what
 ExecuTorch's memory planning lowers every op to. :func:`load_kernels`
 registers them with the runtime of the executorch package in this process
@@ -16,8 +16,11 @@ use); :func:`to_pte` lowers a model to a program.
     executorch.to_pte(model, (x,), "model.pte")
     (y,) = executorch.run_pte("model.pte", (x,))
 
-A C++ host that links ExecuTorch's runtime loads the same library before it
-loads a program; its kernels register when the library is loaded.
+A C++ host that links ExecuTorch's runtime loads the same library and calls
+its ``opbridge_executorch_kernels()`` before it loads a program; the kernels
+register at that first call. ExecuTorch's C++ ABI is not stable across
+releases: a library registers only with the release it was built against
+(``opbridge_executorch_built_with()``), which :func:`load_kernels` checks.
 """
 
 from __future__ import annotations
@@ -44,6 +47,12 @@ def _runtime():
     return portable_lib
 
 
+def _runtime_version() -> str:
+    from executorch import version
+
+    return version.__version__
+
+
 def _library_of(library: Library | str | None) -> Library:
     loaded = libraries()
     if library is None:
@@ -65,8 +74,9 @@ def load_kernels(library: Library | str | None = None) -> list[str]:
     with the ExecuTorch runtime of this process and returns their names
     (``"opbridge::rms_norm.out"``, ...). A second call returns the same
     names. Fails naming the file when the library was built without the
-    ExecuTorch adapter, and with the runtime's reason when it refuses a
-    kernel (a name another library registered)."""
+    ExecuTorch adapter or against another executorch release (registering
+    nothing), and with the runtime's reason when it refuses a kernel (a name
+    another library registered)."""
     library = _library_of(library)
     if library.name in _loaded:
         return list(_loaded[library.name][1])
@@ -79,8 +89,16 @@ def load_kernels(library: Library | str | None = None) -> list[str]:
             "opbridge_add_operator_library, with the executorch package installed)"
         )
     handle = ctypes.CDLL(os.fspath(path))
+    handle.opbridge_executorch_built_with.restype = ctypes.c_char_p
     handle.opbridge_executorch_kernels.restype = ctypes.c_char_p
     handle.opbridge_executorch_last_error.restype = ctypes.c_char_p
+    built, running = handle.opbridge_executorch_built_with().decode(), _runtime_version()
+    if built != running:
+        raise RuntimeError(
+            f"opbridge.deploy.executorch: {path.name} was built against executorch {built}, this "
+            f"process runs executorch {running}: its kernels were not registered (ExecuTorch's C++ "
+            "ABI differs between releases); rebuild the library against the executorch installed"
+        )
     names = handle.opbridge_executorch_kernels().decode().split()
     if not names:
         error = handle.opbridge_executorch_last_error().decode()

@@ -15,6 +15,7 @@ cached build without compiling. For a package to ship, use a project with
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import os
 import shutil
@@ -24,7 +25,14 @@ from pathlib import Path
 
 import torch
 
-from opbridge._library import BUILTIN, VERSION, Library, cmake_prefix_path, load_library
+from opbridge._library import (
+    BUILTIN,
+    VERSION,
+    Library,
+    cmake_prefix_path,
+    load_library,
+    native_dir,
+)
 
 _HEADER_SUFFIXES = (".h", ".hpp", ".cuh", ".inl")
 
@@ -37,9 +45,21 @@ def cache_root() -> Path:
     return Path(base) / "opbridge"
 
 
+@functools.cache
+def _sdk_digest() -> str:
+    """The installed SDK's headers, adapters and CMake package, by content: an
+    opbridge rebuilt from changed sources under the same version (an editable
+    install) builds the libraries that use it again."""
+    digest = hashlib.sha256()
+    for tree in (native_dir() / "sdk", Path(cmake_prefix_path())):
+        for path in sorted(p for p in tree.rglob("*") if p.is_file()):
+            digest.update(str(path.relative_to(tree)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
 def _key(name: str, sources: list[Path], identity: list[str]) -> str:
     digest = hashlib.sha256()
-    for part in [name, VERSION, torch.__version__, sys.version, *identity]:
+    for part in [name, VERSION, _sdk_digest(), torch.__version__, sys.version, *identity]:
         digest.update(part.encode() + b"\0")
     headers = sorted(
         {p for s in sources for p in s.parent.iterdir() if p.suffix in _HEADER_SUFFIXES}
