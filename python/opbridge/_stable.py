@@ -232,7 +232,7 @@ def _autograd_kernel(overload, setup_context, formula):
     (``formula`` its backward) when grad mode is on and an input requires
     grad, else the op itself."""
     redispatch = overload._handle.redispatch_boxed
-    name = f"{overload._schema.name.replace('::', '_')}_Autograd"
+    name = overload._schema.name.replace("::", "_")  # grad_fn: <namespace>_<op>Backward
     apply = _function(name, redispatch, setup_context, formula).apply
 
     def kernel(keyset, *args):
