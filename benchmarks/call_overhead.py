@@ -32,7 +32,8 @@ MODES = {"normal": "contextlib.nullcontext()", "inference_mode": "torch.inferenc
 TIMER = """
 import contextlib, sys, time, statistics, torch, opbridge
 torch.set_num_threads({threads})
-{context}.__enter__()
+mode = {context}  # kept: inference_mode's guard lives as long as the object
+mode.__enter__()
 x = torch.randn(1, 4096); w = torch.randn(4096)
 f = lambda: {call}
 for _ in range(2000): f()
@@ -47,7 +48,8 @@ print(statistics.median(rounds))
 COUNTED = """
 import contextlib, sys, torch, opbridge
 torch.set_num_threads(1)
-{context}.__enter__()
+mode = {context}  # kept: inference_mode's guard lives as long as the object
+mode.__enter__()
 x = torch.randn(1, 4096); w = torch.randn(4096)
 for _ in range(10 + int(sys.argv[1])): {call}
 """
