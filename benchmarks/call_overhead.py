@@ -28,6 +28,9 @@ CALLS = {
 }
 
 MODES = {"normal": "contextlib.nullcontext()", "inference_mode": "torch.inference_mode()"}
+# Per process, of its rounds: the median, or on a busy machine the fastest
+# round (other processes only ever add time).
+STATISTICS = {"median": "statistics.median", "min": "min"}
 
 TIMER = """
 import contextlib, sys, time, statistics, torch, opbridge
@@ -42,7 +45,7 @@ for _ in range({rounds}):
     start = time.perf_counter()
     for _ in range({calls}): f()
     rounds.append((time.perf_counter() - start) / {calls} * 1e6)
-print(statistics.median(rounds))
+print({statistic}(rounds))
 """
 
 COUNTED = """
@@ -55,8 +58,15 @@ for _ in range(10 + int(sys.argv[1])): {call}
 """
 
 
-def wall_us(python: str, call: str, mode: str, threads: int, calls: int, rounds: int) -> float:
-    code = TIMER.format(threads=threads, context=MODES[mode], call=call, calls=calls, rounds=rounds)
+def wall_us(python: str, call: str, mode: str, args: argparse.Namespace) -> float:
+    code = TIMER.format(
+        threads=args.threads,
+        context=MODES[mode],
+        call=call,
+        calls=args.calls,
+        rounds=args.rounds,
+        statistic=STATISTICS[args.statistic],
+    )
     out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True)
     return float(out.stdout.strip().splitlines()[-1])
 
@@ -94,14 +104,18 @@ def main() -> int:
     parser.add_argument(
         "--mode", choices=sorted(MODES), default="normal", help="how the ops are called"
     )
+    parser.add_argument(
+        "--statistic",
+        choices=sorted(STATISTICS),
+        default="median",
+        help="of each process's rounds (min: the fastest, for a busy machine)",
+    )
     args = parser.parse_args()
     for op, call in CALLS.items():
         times = {p: [] for p in args.python}
         for _ in range(args.repeats):
             for python in args.python:
-                times[python].append(
-                    wall_us(python, call, args.mode, args.threads, args.calls, args.rounds)
-                )
+                times[python].append(wall_us(python, call, args.mode, args))
         base = statistics.median(times[args.python[0]])
         for python in args.python:
             median = statistics.median(times[python])
