@@ -4,12 +4,18 @@
 # torch 2.13, then run unchanged under torch 2.14.1 (the timm environment's,
 # scripts/check_timm.sh) by scripts/stable_abi_smoke.py: ops, autograd,
 # torch.compile, torch.export and a custom-route export run in ONNX Runtime.
-# The 2.14.1 environment is borrowed through a .pth file, behind the unpacked
-# wheel: its own opbridge (a CUDA build of the default ABI) is not touched.
+# A user's package built through the SDK on that wheel, against torch 2.13
+# (examples/fused_norm, its kernels for two SIMD targets as in the timm
+# build), runs there too: the SDK's checks of its ops (reference, opcheck,
+# gradcheck, torch.compile). The environments are borrowed through .pth
+# files, behind the unpacked wheels: the 2.14.1 environment's own opbridge
+# (a CUDA build of the default ABI) and the main one's are not touched.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 OUT="$ROOT/build/wheel-stable"
 SCRATCH="$ROOT/build/stable-venv"
+BUILD_ENV="$ROOT/build/stable-build-venv"
+USER_PROJECT="$ROOT/examples/fused_norm"
 TORCH_ENV="$ROOT/.venv-timm"
 log() { printf '[stable-abi] %s\n' "$*" >&2; }
 
@@ -23,11 +29,33 @@ log "building the stable-ABI wheel against $("$ROOT/.venv/bin/python" -c 'import
   -Cbuild-dir="$ROOT/build/wheel-stable-build" -Ccmake.define.OPBRIDGE_TORCH_STABLE_ABI=ON \
   -Ccmake.define.OPBRIDGE_BUILD_OPENVINO=OFF -Ccmake.define.OPBRIDGE_WERROR=ON
 wheel=("$OUT"/opbridge-*.whl)
-rm -rf "$SCRATCH" && python3.11 -m venv --without-pip "$SCRATCH"
-site="$("$SCRATCH/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 "$ROOT/.venv/bin/python" -m zipfile -e "${wheel[0]}" "$OUT/unpacked"
-torch_site="$("$TORCH_ENV/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
-printf '%s\n%s\n' "$OUT/unpacked" "$torch_site" >"$site/opbridge-stable-abi.pth"
-log "running $(basename "${wheel[0]}") under $("$SCRATCH/bin/python" -c 'import torch; print("torch", torch.__version__)')"
+purelib() { "$1" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
+# A scratch venv that sees the paths given, in order (unpacked wheels, then
+# the site-packages of an environment with torch).
+environment() {
+  local venv="$1"
+  shift
+  rm -rf "$venv" && python3.11 -m venv --without-pip "$venv"
+  printf '%s\n' "$@" >"$(purelib "$venv/bin/python")/opbridge-stable-abi.pth"
+}
+
+environment "$BUILD_ENV" "$OUT/unpacked" "$(purelib "$ROOT/.venv/bin/python")"
+log "building $(basename "$USER_PROJECT") on the stable-ABI wheel against torch 2.13"
+start=$SECONDS
+# opbridge_DIR: the SDK of the wheel, not the main environment's opbridge,
+# whose site-packages scikit-build-core also puts on CMake's search path.
+# Without OpenVINO's package the project builds no OpenVINO library (not
+# needed here, and the slowest to compile).
+OPBRIDGE_HWY_DISABLED_TARGETS="HWY_SSSE3|HWY_SSE4|HWY_AVX3" "$BUILD_ENV/bin/python" -m pip wheel -q \
+  --no-build-isolation --no-deps "$USER_PROJECT" -w "$OUT/user" -Cbuild-dir="$ROOT/build/stable-user-build" \
+  -Ccmake.define.opbridge_DIR="$OUT/unpacked/opbridge/share/cmake/opbridge" \
+  -Ccmake.define.CMAKE_DISABLE_FIND_PACKAGE_OpenVINO=ON
+user_wheel=("$OUT"/user/*.whl)
+"$ROOT/.venv/bin/python" -m zipfile -e "${user_wheel[0]}" "$OUT/user/unpacked"
+log "built $(basename "${user_wheel[0]}") in $((SECONDS - start)) s"
+
+environment "$SCRATCH" "$OUT/unpacked" "$OUT/user/unpacked" "$(purelib "$TORCH_ENV/bin/python")"
+log "running $(basename "${wheel[0]}") and $(basename "${user_wheel[0]}") under $("$SCRATCH/bin/python" -c 'import torch; print("torch", torch.__version__)')"
 cd "$(mktemp -d)"
-"$SCRATCH/bin/python" "$ROOT/scripts/stable_abi_smoke.py"
+"$SCRATCH/bin/python" "$ROOT/scripts/stable_abi_smoke.py" my_fused_ops

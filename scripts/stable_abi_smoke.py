@@ -1,20 +1,25 @@
 """Smoke test of a stable-ABI build of opbridge (OPBRIDGE_TORCH_STABLE_ABI=ON)
 in an environment whose torch differs from the one it was built against:
 
-    python scripts/stable_abi_smoke.py [USER_LIBRARY_MODULE ...]
+    python scripts/stable_abi_smoke.py [USER_PACKAGE ...]
 
 Runs, outside the checkout, an op forward against a reference, autograd
 (backward and gradcheck), torch.compile with dynamic shapes, torch.export
 with a dynamic dimension, a custom-route ONNX export run in ONNX Runtime,
-and for each user library given (an SDK-built extension module, copied from
-the build environment unchanged) its ops forward and backward. Exits non-zero
-on the first failure.
+and for each user package given (a package built through the SDK in the
+build environment and copied unchanged, whose import loads its library and
+registers its ops' cards, as examples/fused_norm's my_fused_ops) the SDK's
+checks of each of its ops: forward against the card's reference, opcheck
+(fake kernels, autograd registration), gradcheck and torch.compile. Exits
+non-zero on the first failure.
 """
 
 from __future__ import annotations
 
+import importlib
 import subprocess
 import sys
+import time
 
 import numpy as np
 import torch
@@ -88,29 +93,29 @@ def main() -> int:
     np.testing.assert_allclose(got, model(p).detach().numpy(), rtol=1e-5, atol=1e-5)
     print("custom-route ONNX export in ONNX Runtime: ok")
 
-    for module in sys.argv[1:]:
-        library = opbridge.load_library(module)
+    from opbridge.sdk import testing
+
+    for package in sys.argv[1:]:
+        start = time.perf_counter()
+        library = importlib.import_module(package).LIBRARY
+        assert getattr(library.module, "STABLE_ABI", False), f"{package} is not on the stable ABI"
         check_library_symbols(library.torch_library_path)
-        for name, spec in library.specs().items():
-            op = library.op(name)
-
-            def arguments(grad: bool, spec=spec) -> list:
-                # Per-feature parameters (weight, bias) are vectors of the last
-                # dimension; every other tensor is a batch of rows.
-                torch.manual_seed(1)
-                values = []
-                for entry in spec["inputs"]:
-                    shape = (64,) if entry["name"] in ("weight", "bias") else (4, 64)
-                    values.append(torch.randn(shape, dtype=torch.float64).requires_grad_(grad))
-                return values
-
-            op(*arguments(False))
-            if spec["backward"] is not None:
-                leaves = arguments(True)
-                result = op(*leaves)
-                (result[0] if isinstance(result, tuple) else result).sum().backward()
-                assert all(t.grad is not None for t in leaves), f"{name}: missing gradients"
-            print(f"user library {library.name}: {name} ok")
+        cards = [
+            card
+            for card in opbridge.ops.cards().values()
+            if card.namespace == library.torch_namespace
+        ]
+        names = sorted(card.name for card in cards)
+        assert names == sorted(library.specs()), (
+            f"{package}: cards {names} for ops {sorted(library.specs())}"
+        )
+        for card in cards:
+            testing.check_reference(card)
+            testing.check_opcheck(card)
+            testing.check_gradcheck(card)
+            testing.check_compile(card)
+            print(f"user package {package}: {card.namespace}::{card.name} ok")
+        print(f"user package {package}: {time.perf_counter() - start:.1f} s")
     return 0
 
 

@@ -96,8 +96,21 @@ std::vector<TensorInfo> InfosOf(const std::vector<MaybeTensor>& tensors) {
   return infos;
 }
 
+// A contiguous CPU tensor through aoti_torch_empty_strided, which calls
+// at::empty_strided itself: st::empty goes through torch_call_dispatcher,
+// which looks the operator up by name and boxes the sizes on every call.
 st::Tensor Empty(const Shape& shape, ScalarType type) {
-  return st::empty(torch::headeronly::IntHeaderOnlyArrayRef(shape.data(), shape.size()), type);
+  Shape strides(shape.size());
+  int64_t stride = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    strides[d] = stride;
+    stride *= shape[d] > 1 ? shape[d] : 1;
+  }
+  AtenTensorHandle handle = nullptr;
+  STABLE_TORCH_ERROR_CODE_CHECK(aoti_torch_empty_strided(
+      static_cast<int64_t>(shape.size()), shape.data(), strides.data(),
+      st::detail::to<int32_t>(st::detail::from(type)), aoti_torch_device_type_cpu(), 0, &handle));
+  return st::Tensor(handle);
 }
 
 ParallelFor StableParallelFor() {

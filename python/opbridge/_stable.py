@@ -10,9 +10,10 @@ adapter registers itself:
   which the extension module exposes (``infer``, ``infer_backward``), with
   symbolic sizes passed through, for torch.compile and torch.export with
   dynamic shapes;
-- the autograd formula (``torch.library.register_autograd``) calling the
-  backward op, an error naming the op where the spec declares no backward,
-  and an error for a gradient of the backward;
+- the autograd kernels (the ``Autograd`` dispatch key): the op under an
+  autograd node calling the backward op when an input requires grad, the op
+  alone otherwise; an error naming the op where the spec declares no
+  backward, and an error for a gradient of the backward;
 - the out= form's refusal of inputs that require grad.
 
 It also finds the names PyTorch already has, which the stable ABI cannot look
@@ -193,6 +194,52 @@ def _backward_fake(module: ModuleType, op: str, name: str, backward: dict, bind)
     return fake
 
 
+# The dispatcher's autograd-key kernels below are Python functions called on
+# every call of an op (the stable ABI can neither register a C++ autograd
+# kernel that redispatches nor read requires_grad). Their common case, no
+# gradient to record, is kept to two C calls and a redispatch: the
+# dispatcher's own keys, less the autograd ones, straight to the CPU kernel.
+_BELOW_AUTOGRAD = torch._C._after_autograd_keyset
+_grad_enabled = torch._C.is_grad_enabled
+_any_requires_grad = torch._C._any_requires_grad
+
+
+def _function(name: str, redispatch, setup_context, formula) -> type:
+    """An autograd.Function whose forward runs the op below autograd (the
+    dispatch key set comes first among its arguments, and gets no gradient)."""
+
+    def forward(ctx, keyset, *args):
+        with torch._C._AutoDispatchBelowAutograd():
+            result = redispatch(keyset & _BELOW_AUTOGRAD, *args)
+        setup_context(ctx, args, result)
+        return result
+
+    def backward(ctx, *grads):
+        return (None, *formula(ctx, *grads))
+
+    return type(
+        name,
+        (torch.autograd.Function,),
+        {"forward": staticmethod(forward), "backward": staticmethod(backward)},
+    )
+
+
+def _autograd_kernel(overload, setup_context, formula):
+    """The Autograd-key kernel of ``overload``: the op under an autograd node
+    (``formula`` its backward) when grad mode is on and an input requires
+    grad, else the op itself."""
+    redispatch = overload._handle.redispatch_boxed
+    name = overload._schema.name.replace("::", "_")  # grad_fn: <namespace>_<op>Backward
+    apply = _function(name, redispatch, setup_context, formula).apply
+
+    def kernel(keyset, *args):
+        if _grad_enabled() and _any_requires_grad(*args):
+            return apply(keyset, *args)
+        return redispatch(keyset & _BELOW_AUTOGRAD, *args)
+
+    return kernel
+
+
 def _autograd(backward_op, spec: dict, bind):
     backward = spec["backward"]
     n_inputs = len(spec["inputs"])
@@ -216,8 +263,9 @@ def _autograd(backward_op, spec: dict, bind):
     def formula(ctx, *grads):
         saved = iter(ctx.saved_tensors)
         args = [grads[s["index"]] if s["source"] == "grad_output" else next(saved) for s in sources]
+        # needs_input_grad[0] is the dispatch key set's.
         needed = [
-            ctx.present[i] and input_grads[i] >= 0 and i < ctx.given and ctx.needs_input_grad[i]
+            ctx.present[i] and input_grads[i] >= 0 and i < ctx.given and ctx.needs_input_grad[1 + i]
             for i in range(n_inputs)
         ]
         mask = [False] * n_grads
@@ -233,6 +281,10 @@ def _autograd(backward_op, spec: dict, bind):
     return formula, setup_context
 
 
+def _no_context(ctx, inputs, output):
+    pass
+
+
 def _refuse(message: str):
     def formula(ctx, *grads):
         raise RuntimeError(message)
@@ -240,9 +292,11 @@ def _refuse(message: str):
     return formula
 
 
-def _out_autograd(op_out, op: str, input_names: list[str], out_names: list[str]):
-    def kernel(*args, **kwargs):
-        if torch.is_grad_enabled():
+def _out_autograd(op_out, op: str, input_names: list[str]):
+    redispatch = op_out._handle.redispatch_boxed
+
+    def kernel(keyset, *args, **kwargs):
+        if _grad_enabled() and _any_requires_grad(*args[: len(input_names)]):
             for argument, value in zip(input_names, args, strict=False):
                 if isinstance(value, torch.Tensor) and value.requires_grad:
                     raise RuntimeError(
@@ -250,8 +304,7 @@ def _out_autograd(op_out, op: str, input_names: list[str], out_names: list[str])
                         f"argument '{argument}' requires grad (call it without out=, or under "
                         "torch.no_grad())"
                     )
-        with torch._C._AutoDispatchBelowAutograd():
-            result = op_out(*args, **kwargs)
+        result = redispatch(keyset & _BELOW_AUTOGRAD, *args, **kwargs)
         for out in result if isinstance(result, tuple) else (result,):
             torch.autograd.graph.increment_version(out)
         return result
@@ -291,15 +344,18 @@ def register(module: ModuleType, namespace: str, specs: dict[str, dict]) -> None
         )
         impl.impl(
             f"{name}.out",
-            _out_autograd(
-                getattr(ops, name).out, op, [i["name"] for i in spec["inputs"]], out_names
-            ),
+            _out_autograd(forward.out, op, [i["name"] for i in spec["inputs"]]),
             "Autograd",
+            with_keyset=True,
         )
         backward = spec["backward"]
         if backward is None:
-            torch.library.register_autograd(
-                op, _refuse(f"{op} has no backward: its spec declares none")
+            refuse = _refuse(f"{op} has no backward: its spec declares none")
+            impl.impl(
+                name,
+                _autograd_kernel(forward.default, _no_context, refuse),
+                "Autograd",
+                with_keyset=True,
             )
             continue
         backward_name = _schema_name(spec["backward_schema"])
@@ -311,8 +367,16 @@ def register(module: ModuleType, namespace: str, specs: dict[str, dict]) -> None
             )
         )
         formula, setup_context = _autograd(backward_op, spec, _binder(forward.default))
-        torch.library.register_autograd(op, formula, setup_context=setup_context)
-        torch.library.register_autograd(
-            f"{namespace}::{backward_name}",
-            _refuse(f"{op}: double backward (a gradient of its gradient) is not supported"),
+        impl.impl(
+            name,
+            _autograd_kernel(forward.default, setup_context, formula),
+            "Autograd",
+            with_keyset=True,
+        )
+        refuse = _refuse(f"{op}: double backward (a gradient of its gradient) is not supported")
+        impl.impl(
+            backward_name,
+            _autograd_kernel(backward_op, _no_context, refuse),
+            "Autograd",
+            with_keyset=True,
         )
