@@ -12,8 +12,7 @@ std::string FormatShape(const Shape& shape) {
 }
 
 Status ArgError(const OpSpec& spec, const char* argument, const std::string& detail) {
-  return Status::Error(spec.TorchName() + " (ONNX " + spec.QualifiedName() + "): argument '" + argument +
-                       "' " + detail);
+  return Status::Error(spec.MessageName() + ": argument '" + argument + "' " + detail);
 }
 
 Status CheckFloatingDtype(const OpSpec& spec, const char* argument, const std::string& given) {
@@ -61,8 +60,8 @@ Status CheckSameDtype(const OpSpec& spec, const char* argument, const std::strin
 
 Status CheckInputCount(const OpSpec& spec, const std::vector<TensorInfo>& inputs) {
   if (inputs.size() == spec.inputs.size()) return Status::Ok();
-  return Status::Error(spec.TorchName() + " (ONNX " + spec.QualifiedName() + "): expected " +
-                       std::to_string(spec.inputs.size()) + " inputs, got " + std::to_string(inputs.size()));
+  return Status::Error(spec.MessageName() + ": expected " + std::to_string(spec.inputs.size()) +
+                       " inputs, got " + std::to_string(inputs.size()));
 }
 
 Status CheckFloatingInputs(const OpSpec& spec, const std::vector<TensorInfo>& inputs) {

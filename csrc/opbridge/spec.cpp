@@ -129,6 +129,8 @@ std::string OpSpec::QualifiedName() const {
 
 std::string OpSpec::TorchName() const { return std::string(ThisLibrary().torch_namespace) + "::" + name; }
 
+std::string OpSpec::MessageName() const { return TorchName() + " (ONNX " + QualifiedName() + ")"; }
+
 namespace {
 
 std::vector<const OpSpec*>& MutableSpecs() {

@@ -215,6 +215,9 @@ struct OpSpec {
   std::string QualifiedName() const;
   // "opbridge::rms_norm": the PyTorch namespace and op name.
   std::string TorchName() const;
+  // "opbridge::rms_norm (ONNX opbridge::RmsNorm)": both, as the messages of
+  // the shared checks and of the ONNX runtimes' adapters name the op.
+  std::string MessageName() const;
 };
 
 const char* AttrTypeName(AttrType type);

@@ -319,8 +319,7 @@ class SpecNode : public ov::op::Op {
     args.attrs = attrs_;
     args.parallel_for = OpenVinoParallelFor();
     // OPBRIDGE_CHECK: argument checks and output guards.
-    status = LaunchOnHost(spec, args, spec.forward,
-                          [&spec] { return spec.TorchName() + " (ONNX " + spec.QualifiedName() + ")"; });
+    status = LaunchOnHost(spec, args, spec.forward, [&spec] { return spec.MessageName(); });
     if (!status.ok()) OPENVINO_THROW(status.message(), NodeSuffix());
     return true;
   }

@@ -501,8 +501,7 @@ OrtStatus* ORT_API_CALL Compute(void* kernel_state, OrtKernelContext* context) n
     if (kernel.cuda) {
       status = kernel.launch(args);
     } else {
-      status = LaunchOnHost(spec, args, kernel.launch,
-                            [&spec] { return spec.TorchName() + " (ONNX " + spec.QualifiedName() + ")"; });
+      status = LaunchOnHost(spec, args, kernel.launch, [&spec] { return spec.MessageName(); });
     }
     if (!status.ok()) return MakeStatus(status.message() + NodeSuffix(kernel.node_name));
     return nullptr;
