@@ -1,5 +1,7 @@
 #include "opbridge/checks.h"
 
+#include <algorithm>
+
 namespace opbridge {
 
 std::string FormatShape(const Shape& shape) {
@@ -106,6 +108,44 @@ Status CheckRank(const OpSpec& spec, const char* argument, const Shape& shape, s
   return ArgError(spec, argument,
                   "must be " + std::to_string(rank) + "-D " + layout + ", got " +
                       std::to_string(shape.size()) + "-D shape " + FormatShape(shape));
+}
+
+std::string TensorName(const OpSpec& spec, const KernelArgs& args, bool output, size_t k) {
+  const size_t inputs = args.inputs.size(), outputs = args.outputs.size();
+  if (inputs == spec.inputs.size() && outputs == spec.outputs.size()) {
+    return output ? spec.outputs[k] : spec.inputs[k].name;
+  }
+  const BackwardSpec& backward = spec.backward;
+  if (inputs == backward.inputs.size() && outputs == backward.outputs.size()) {
+    return output ? backward.outputs[k].name : backward.inputs[k].name;
+  }
+  return (output ? "output " : "input ") + std::to_string(k);
+}
+
+Status TensorAccessError(const OpSpec& spec, const KernelArgs& args, bool output, size_t k, const char* dtype,
+                         int64_t elements, const char* how) {
+  const size_t count = output ? args.outputs.size() : args.inputs.size();
+  const size_t infos = output ? args.output_infos.size() : args.input_infos.size();
+  const char* kind = output ? "output" : "input";
+  if (k >= count || k >= infos) {
+    return Status::Error(spec.MessageName() + ": the kernel takes " + kind + " " + std::to_string(k) +
+                         ", but the call has " + std::to_string(std::min(count, infos)) + " " + kind + "s");
+  }
+  const TensorInfo& info = output ? args.output_infos[k] : args.input_infos[k];
+  const int64_t given = NumElements(info.shape);
+  const std::string name = TensorName(spec, args, output, k);
+  const std::string given_text = info.dtype + " " + FormatShape(info.shape) + ", " + std::to_string(given) +
+                                 (given == 1 ? " element" : " elements");
+  const std::string taken = std::to_string(elements) + " " + dtype + (elements == 1 ? " value" : " values") +
+                            (how == nullptr ? std::string() : std::string(" (") + how + ")");
+  if (output) {
+    return Status::Error(spec.MessageName() + ": output '" + name + "' is " + given_text +
+                         " by the shape rule, but the kernel writes " + taken +
+                         "; the shape rule and the kernel disagree");
+  }
+  return Status::Error(spec.MessageName() + ": input '" + name + "' is " + given_text +
+                       ", but the kernel reads " + taken +
+                       "; the shape rule lets through what the kernel cannot take");
 }
 
 }  // namespace opbridge

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "opbridge/half.h"
@@ -86,6 +87,90 @@ Status DispatchFloatingOrHalf(const OpSpec& spec, const char* argument, const st
   }
   if (dtype == "float32" || dtype == "float64") return DispatchFloating(spec, argument, dtype, body);
   return CheckFloatingOrHalfDtype(spec, argument, dtype);
+}
+
+// ---------------------------------------------------------------------------
+// Checked access to a kernel's tensors: the contract between a shape rule and
+// its kernel, checked on every call (no switch to turn on). A kernel states
+// what it reads and writes of each tensor (storage type T and element count)
+// and gets the typed pointer only when the shape rule's TensorInfo agrees;
+// otherwise an error naming the op, the tensor, what the shape rule gave and
+// what the kernel takes, before a byte is touched. The toolkit's launchers
+// (toolkit::Map, toolkit::LaunchRows, the norms' DispatchNorm*) go through
+// these for every tensor; a hand-written kernel calls InputAs / OutputAs. A
+// kernel that casts args.outputs[k] itself is checked only by the output
+// guards of OPBRIDGE_CHECK=1 (opbridge/runtime_checks.h).
+
+// The dtype name (as TensorInfo writes it) of storage type T.
+template <typename T>
+constexpr const char* DtypeOf() {
+  if constexpr (std::is_same_v<T, float>) {
+    return "float32";
+  } else if constexpr (std::is_same_v<T, double>) {
+    return "float64";
+  } else if constexpr (std::is_same_v<T, Float16>) {
+    return "float16";
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    return "bfloat16";
+  } else if constexpr (std::is_same_v<T, uint8_t>) {
+    return "uint8";
+  } else if constexpr (std::is_same_v<T, int8_t>) {
+    return "int8";
+  } else if constexpr (std::is_same_v<T, int16_t>) {
+    return "int16";
+  } else if constexpr (std::is_same_v<T, int32_t>) {
+    return "int32";
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    return "int64";
+  } else {
+    static_assert(std::is_same_v<T, bool>, "a storage type the specs name");
+    return "bool";
+  }
+}
+
+// The spec's name of tensor k of `args` (an input when !output): the
+// forward's names when args has the forward's input and output counts, else
+// the backward's; "input k" / "output k" otherwise.
+std::string TensorName(const OpSpec& spec, const KernelArgs& args, bool output, size_t k);
+
+// The error of CheckTensorAccess (below), built only when the check fails.
+Status TensorAccessError(const OpSpec& spec, const KernelArgs& args, bool output, size_t k, const char* dtype,
+                         int64_t elements, const char* how);
+
+// Tensor k of `args` (an output when `output`) read or written as `elements`
+// values of dtype `dtype`: Ok when its TensorInfo has that dtype and exactly
+// that many elements, or when it is absent (a null pointer: an absent
+// optional input, a gradient nobody needs). `how` says how the kernel sized
+// it ("one per row"), for the message; may be null. Costs a few comparisons.
+inline Status CheckTensorAccess(const OpSpec& spec, const KernelArgs& args, bool output, size_t k,
+                                const char* dtype, int64_t elements, const char* how = nullptr) {
+  const size_t count = output ? args.outputs.size() : args.inputs.size();
+  const size_t infos = output ? args.output_infos.size() : args.input_infos.size();
+  if (k < count && k < infos) {
+    const void* data = output ? static_cast<const void*>(args.outputs[k]) : args.inputs[k];
+    if (data == nullptr) return Status::Ok();
+    const TensorInfo& info = output ? args.output_infos[k] : args.input_infos[k];
+    if (info.dtype == dtype && NumElements(info.shape) == elements) return Status::Ok();
+  }
+  return TensorAccessError(spec, args, output, k, dtype, elements, how);
+}
+
+// Input k as `elements` values of T, checked (CheckTensorAccess); null when absent.
+template <typename T>
+Status InputAs(const OpSpec& spec, const KernelArgs& args, size_t k, int64_t elements, const T** data,
+               const char* how = nullptr) {
+  OPBRIDGE_RETURN_IF_ERROR(CheckTensorAccess(spec, args, false, k, DtypeOf<T>(), elements, how));
+  *data = static_cast<const T*>(args.inputs[k]);
+  return Status::Ok();
+}
+
+// Output k as `elements` values of T, checked (CheckTensorAccess); null when not wanted.
+template <typename T>
+Status OutputAs(const OpSpec& spec, const KernelArgs& args, size_t k, int64_t elements, T** data,
+                const char* how = nullptr) {
+  OPBRIDGE_RETURN_IF_ERROR(CheckTensorAccess(spec, args, true, k, DtypeOf<T>(), elements, how));
+  *data = static_cast<T*>(args.outputs[k]);
+  return Status::Ok();
 }
 
 }  // namespace opbridge

@@ -20,6 +20,9 @@
 // NormForwardTensors<T> / NormBackwardTensors<T> for the dtype's storage type
 // T. The body is a template (a generic lambda), so the typed kernel it calls
 // inlines as if it were called directly: no virtual calls, no type erasure.
+// Every tensor is checked first (CheckTensorAccess: T, and [rows, cols] or
+// [cols] elements): a shape rule that disagrees with the norm is an error
+// naming the op and the tensor, on every call, before the kernel runs.
 //
 //   Status LaunchRmsNorm(const KernelArgs& args) {
 //     return DispatchNormForward<NormResidual::kNone>(kRmsNormSpec, args, [&](const auto& t) {
@@ -43,7 +46,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <string>
 #include <type_traits>
+#include <utility>
 
 #include "opbridge/checks.h"
 #include "opbridge/half.h"
@@ -97,14 +102,52 @@ inline void RowsAndCols(const Shape& shape, int64_t* rows, int64_t* cols) {
   *rows = *cols == 0 ? 0 : NumElements(shape) / *cols;
 }
 
-template <typename T>
-const T* In(const KernelArgs& args, size_t index) {
-  return static_cast<const T*>(args.inputs[index]);
-}
-template <typename T>
-T* Out(const KernelArgs& args, size_t index) {
-  return static_cast<T*>(args.outputs[index]);
-}
+// A norm's tensors, checked as it reads and writes them (CheckTensorAccess):
+// storage type T and a [rows, cols] or a [cols] size. The first error sticks.
+class NormTensorReader {
+ public:
+  NormTensorReader(const OpSpec& spec, const KernelArgs& args, int64_t rows, int64_t cols)
+      : spec_(spec), args_(args), rows_(rows), cols_(cols) {}
+
+  template <typename T>
+  const T* Rows(size_t index) {
+    const T* data = nullptr;
+    Keep(InputAs<T>(spec_, args_, index, rows_ * cols_, &data, kRows));
+    return data;
+  }
+  template <typename T>
+  const T* Columns(size_t index) {
+    const T* data = nullptr;
+    Keep(InputAs<T>(spec_, args_, index, cols_, &data, kColumns));
+    return data;
+  }
+  template <typename T>
+  T* RowsOut(size_t index) {
+    T* data = nullptr;
+    Keep(OutputAs<T>(spec_, args_, index, rows_ * cols_, &data, kRows));
+    return data;
+  }
+  template <typename T>
+  T* ColumnsOut(size_t index) {
+    T* data = nullptr;
+    Keep(OutputAs<T>(spec_, args_, index, cols_, &data, kColumns));
+    return data;
+  }
+  const Status& status() const { return status_; }
+
+ private:
+  void Keep(Status status) {
+    if (!status.ok() && status_.ok()) status_ = std::move(status);
+  }
+  static constexpr const char* kRows = "rows x cols of the normalized input";
+  static constexpr const char* kColumns = "one per column";
+
+  const OpSpec& spec_;
+  const KernelArgs& args_;
+  int64_t rows_;
+  int64_t cols_;
+  Status status_;
+};
 
 // Calls `body` on the dtype's storage type; its Status when it returns one.
 template <typename Tensors, typename Body>
@@ -133,16 +176,17 @@ Status DispatchNormForward(const OpSpec& spec, const KernelArgs& args, Body&& bo
   Status launched;
   const Status dispatched = DispatchFloatingOrHalf(spec, "x", args.input_infos[0].dtype, [&](auto tag) {
     using T = decltype(tag);
-    const NormForwardTensors<T> tensors{internal::In<T>(args, 0),
-                                        kAdded ? internal::In<T>(args, 1) : nullptr,
-                                        internal::In<T>(args, kWeight),
-                                        internal::In<T>(args, kWeight + 1),
-                                        internal::Out<T>(args, 0),
-                                        kAdded ? internal::Out<T>(args, 1) : nullptr,
+    internal::NormTensorReader read(spec, args, rows, cols);
+    const NormForwardTensors<T> tensors{read.Rows<T>(0),
+                                        kAdded ? read.Rows<T>(1) : nullptr,
+                                        read.Columns<T>(kWeight),
+                                        read.Columns<T>(kWeight + 1),
+                                        read.RowsOut<T>(0),
+                                        kAdded ? read.RowsOut<T>(1) : nullptr,
                                         rows,
                                         cols,
                                         eps};
-    launched = internal::Run(body, tensors);
+    launched = read.status().ok() ? internal::Run(body, tensors) : read.status();
   });
   return dispatched.ok() ? launched : dispatched;
 }
@@ -163,17 +207,18 @@ Status DispatchNormBackward(const OpSpec& spec, const char* dtype_argument, cons
   const Status dispatched =
       DispatchFloatingOrHalf(spec, dtype_argument, args.input_infos[kX].dtype, [&](auto tag) {
         using T = decltype(tag);
-        const NormBackwardTensors<T> tensors{internal::In<T>(args, 0),
-                                             kAdded ? internal::In<T>(args, 1) : nullptr,
-                                             internal::In<T>(args, kX),
-                                             internal::In<T>(args, kX + 1),
-                                             internal::Out<T>(args, 0),
-                                             internal::Out<T>(args, 1),
-                                             internal::Out<T>(args, 2),
+        internal::NormTensorReader read(spec, args, rows, cols);
+        const NormBackwardTensors<T> tensors{read.Rows<T>(0),
+                                             kAdded ? read.Rows<T>(1) : nullptr,
+                                             read.Rows<T>(kX),
+                                             read.Columns<T>(kX + 1),
+                                             read.RowsOut<T>(0),
+                                             read.ColumnsOut<T>(1),
+                                             read.ColumnsOut<T>(2),
                                              rows,
                                              cols,
                                              eps};
-        launched = internal::Run(body, tensors);
+        launched = read.status().ok() ? internal::Run(body, tensors) : read.status();
       });
   return dispatched.ok() ? launched : dispatched;
 }

@@ -214,6 +214,40 @@ TEST(ToolkitMap, KernelArgsRefuseWrongArgumentCount) {
       << status.message();
 }
 
+// A shape rule that disagrees with the map: an error naming the op, the
+// tensor and both sizes, before anything is written.
+TEST(ToolkitMap, KernelArgsRefuseAnOutputOfAnotherSizeOrDtype) {
+  const auto x = RandomOf<float>(2 * 4, 11), bias = RandomOf<float>(4, 12);
+  std::vector<float> y(8, 7.0f), s(4, 7.0f);
+  KernelArgs args = ArgsFor("float32", {2, 4}, {4}, x.data(), bias.data(), y.data(), s.data());
+  args.output_infos[0].shape = {2, 1};
+  Status status = toolkit::Map(AddAndScaleKernel, kBiasGeluSpec, args, {1.0});
+  ASSERT_FALSE(status.ok());
+  EXPECT_TRUE(testing::Contains(status.message(),
+                                "output 'output 0' is float32 [2, 1], 2 elements by the shape rule"))
+      << status.message();
+  EXPECT_TRUE(testing::Contains(status.message(), "the kernel writes 8 float32 values")) << status.message();
+  args.output_infos[0] = testing::Info("float64", {2, 4});
+  status = toolkit::Map(AddAndScaleKernel, kBiasGeluSpec, args, {1.0});
+  ASSERT_FALSE(status.ok());
+  EXPECT_TRUE(testing::Contains(status.message(), "is float64 [2, 4], 8 elements")) << status.message();
+  EXPECT_EQ(y, std::vector<float>(8, 7.0f));
+  EXPECT_EQ(s, std::vector<float>(4, 7.0f));
+}
+
+TEST(ToolkitMap, KernelArgsRefuseAnInputOfAnotherSize) {
+  const auto x = RandomOf<float>(2 * 4, 11), bias = RandomOf<float>(4, 12);
+  std::vector<float> y(8, 7.0f), s(4, 7.0f);
+  KernelArgs args = ArgsFor("float32", {2, 4}, {3}, x.data(), bias.data(), y.data(), s.data());
+  args.output_infos[1].shape = {4};
+  const Status status = toolkit::Map(AddAndScaleKernel, kBiasGeluSpec, args, {1.0});
+  ASSERT_FALSE(status.ok());
+  EXPECT_TRUE(testing::Contains(status.message(), "input 'input 1' is float32 [3], 3 elements"))
+      << status.message();
+  EXPECT_TRUE(testing::Contains(status.message(), "reads 8 float32 values")) << status.message();
+  EXPECT_EQ(y, std::vector<float>(8, 7.0f));
+}
+
 }  // namespace
 }  // namespace opbridge
 #endif  // HWY_ONCE

@@ -28,7 +28,8 @@ using ::opbridge::toolkit::RowTensors;
 // Forward, per row: s = x + residual (as T holds it, written to out[1]);
 // mean = sum(s) / n, var = sum(s^2) / n - mean^2;
 // y = (s - mean) * rstd * w + b, rstd = 1 / sqrt(var + eps).
-// Slots: in = {x, residual}, columns = {w, b}, out = {y, s}, params = {eps}.
+// Slots: in = {x, residual}, columns = {w, b}, out = {y, s}, per-row out =
+// {mean} (optional), params = {eps}.
 template <typename T>
 void ForwardRange(const RowTensors<T>& t, const RowRange& range) {
   using C = ComputeType<T>;
@@ -53,6 +54,8 @@ void ForwardRange(const RowTensors<T>& t, const RowRange& range) {
           return rows::Writes(hn::MulAdd(hn::MulAdd(s, hn::Set(d, rstd), hn::Set(d, shift)), w, b));
         },
         static_cast<const T*>(row.out[1]), t.columns[0], t.columns[1]);
+    // The row's mean, where a per-row output takes it.
+    if (row.per_row_out[0] != nullptr) *row.per_row_out[0] = opbridge::FromDouble<T>(mean);
   });
 }
 
@@ -108,6 +111,7 @@ HWY_AFTER_NAMESPACE();
 #include <cstring>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -388,6 +392,121 @@ TEST(ToolkitRows, EmptyProblems) {
                           opbridge::SerialFor);
   const Reference ref = ReferenceOf(s, std::vector<float>(6, 0.0f), w, w, g, 2, 3);
   ExpectNear(only_w, ref.grad_w, 1e-5, "grad_w without grad_b");
+}
+
+// The norm as an operator's launch has it: its KernelArgs bound to the row
+// kernel through toolkit::LaunchRows, every tensor checked before it runs.
+const opbridge::OpSpec kUserNormSpec =
+    opbridge::OpSpec::Builder("user_norm", "UserNorm")
+        .Doc("The row skeleton's test norm of x + residual, with the sum and each row's mean.")
+        .Inputs({opbridge::Input("x"), opbridge::Input("residual"), opbridge::Input("weight"),
+                 opbridge::Input("bias")})
+        .Attrs({opbridge::Attr::Float("eps", kEps)})
+        .Outputs({"y", "sum", "mean"});
+
+opbridge::Status LaunchUserNorm(const opbridge::KernelArgs& args) {
+  return opbridge::toolkit::LaunchRows(
+      kUserNormSpec, args, 0,
+      [&](auto& b) {
+        b.In(0, 0).In(1, 1).Column(0, 2).Column(1, 3).Out(0, 0).Out(1, 1).PerRowOut(0, 2);
+        b.Param(0, args.attrs[0].number);
+      },
+      [&](const auto& t, int64_t rows) {
+        using T = typename std::decay_t<decltype(t)>::Storage;
+        opbridge::toolkit::ForRowRanges(rows, t.cols, args.parallel_for,
+                                        [&](const RowRange& range) { UserNormForwardRows<T>(t, range); });
+      });
+}
+
+// Buffers of a float32 [rows, cols] user_norm call, filled with a sentinel;
+// `mean_info` is what the shape rule gave the mean.
+struct UserNormCall {
+  UserNormCall(int64_t rows, int64_t cols, opbridge::TensorInfo mean_info)
+      : x(RandomOf<float>(rows * cols, 21)),
+        r(RandomOf<float>(rows * cols, 22)),
+        w(RandomOf<float>(cols, 23)),
+        b(RandomOf<float>(cols, 24)),
+        y(rows * cols + 64, kSentinel),
+        s(rows * cols + 64, kSentinel),
+        mean(rows + 64, kSentinel) {
+    using opbridge::testing::Info;
+    args.inputs = {x.data(), r.data(), w.data(), b.data()};
+    args.input_infos = {Info("float32", {rows, cols}), Info("float32", {rows, cols}), Info("float32", {cols}),
+                        Info("float32", {cols})};
+    args.outputs = {y.data(), s.data(), mean.data()};
+    args.output_infos = {Info("float32", {rows, cols}), Info("float32", {rows, cols}), std::move(mean_info)};
+    args.attrs = {opbridge::AttrValue(kEps)};
+    args.parallel_for = opbridge::SerialFor;
+  }
+  bool Untouched() const {
+    for (const auto* v : {&y, &s, &mean}) {
+      for (float e : *v) {
+        if (std::memcmp(&e, &kSentinel, sizeof e) != 0) return false;
+      }
+    }
+    return true;
+  }
+  static constexpr float kSentinel = 12345.0f;
+  std::vector<float> x, r, w, b, y, s, mean;
+  opbridge::KernelArgs args;
+};
+
+TEST(ToolkitRows, LaunchRowsWritesPerRowOutputs) {
+  const int64_t rows = 5, cols = 37;
+  UserNormCall call(rows, cols, opbridge::testing::Info("float32", {rows}));
+  ASSERT_TRUE(LaunchUserNorm(call.args).ok());
+  for (int64_t i = 0; i < rows; ++i) {
+    double want = 0.0;
+    for (int64_t j = 0; j < cols; ++j)
+      want += D(opbridge::FromDouble<float>(D(call.x[i * cols + j]) + D(call.r[i * cols + j])));
+    EXPECT_NEAR(call.mean[i], want / cols, 1e-5) << i;
+  }
+  EXPECT_EQ(call.mean[rows], UserNormCall::kSentinel);
+  EXPECT_EQ(call.y[rows * cols], UserNormCall::kSentinel);
+}
+
+// The mistakes a shape rule can make about its kernel's outputs: each an
+// error naming the op, the output and both sizes, with nothing written.
+TEST(ToolkitRows, LaunchRowsRefusesAPerRowOutputOfAnotherSize) {
+  UserNormCall call(8, 16, opbridge::testing::Info("float32", {}));
+  const opbridge::Status status = LaunchUserNorm(call.args);
+  ASSERT_FALSE(status.ok());
+  const std::string& m = status.message();
+  EXPECT_TRUE(opbridge::testing::Contains(m, "user_norm")) << m;
+  EXPECT_TRUE(opbridge::testing::Contains(m, "output 'mean' is float32 [], 1 element by the shape rule"))
+      << m;
+  EXPECT_TRUE(opbridge::testing::Contains(m, "the kernel writes 8 float32 values (one per row)")) << m;
+  EXPECT_TRUE(call.Untouched());
+}
+
+TEST(ToolkitRows, LaunchRowsRefusesAnOutputOfAnotherDtype) {
+  UserNormCall call(8, 16, opbridge::testing::Info("float64", {8}));
+  const opbridge::Status status = LaunchUserNorm(call.args);
+  ASSERT_FALSE(status.ok());
+  EXPECT_TRUE(opbridge::testing::Contains(status.message(), "output 'mean' is float64 [8], 8 elements"))
+      << status.message();
+  EXPECT_TRUE(opbridge::testing::Contains(status.message(), "writes 8 float32 values")) << status.message();
+  EXPECT_TRUE(call.Untouched());
+}
+
+TEST(ToolkitRows, LaunchRowsRefusesARowOutputOrInputOfAnotherSize) {
+  UserNormCall call(8, 16, opbridge::testing::Info("float32", {8}));
+  call.args.output_infos[0].shape = {8, 1};
+  opbridge::Status status = LaunchUserNorm(call.args);
+  ASSERT_FALSE(status.ok());
+  EXPECT_TRUE(opbridge::testing::Contains(status.message(), "output 'y' is float32 [8, 1], 8 elements"))
+      << status.message();
+  EXPECT_TRUE(opbridge::testing::Contains(status.message(), "writes 128 float32 values (rows x cols)"))
+      << status.message();
+  call.args.output_infos[0].shape = {8, 16};
+  call.args.input_infos[3].shape = {15};
+  status = LaunchUserNorm(call.args);
+  ASSERT_FALSE(status.ok());
+  EXPECT_TRUE(opbridge::testing::Contains(status.message(), "input 'bias' is float32 [15], 15 elements"))
+      << status.message();
+  EXPECT_TRUE(opbridge::testing::Contains(status.message(), "reads 16 float32 values (one per column)"))
+      << status.message();
+  EXPECT_TRUE(call.Untouched());
 }
 
 }  // namespace

@@ -163,6 +163,28 @@ void Run(const MapKernel& kernel, MapCall call, const ParallelFor& parallel_for)
   }
 }
 
+// Every tensor of a map launched on KernelArgs, as the map reads and writes
+// it (CheckTensorAccess): T, and n elements (a full tensor) or cols (per
+// column). Checked before any byte is touched: a shape rule that gives an
+// output another size or dtype than the map writes is an error, not memory
+// written past the output's end.
+template <typename T>
+Status CheckMapTensors(const OpSpec& spec, const KernelArgs& args, const MapCall& call, int64_t n) {
+  for (int k = 0; k < call.num_inputs; ++k) {
+    const bool column = call.input_per_column[k];
+    OPBRIDGE_RETURN_IF_ERROR(
+        CheckTensorAccess(spec, args, false, k, DtypeOf<T>(), column ? call.cols : n,
+                          column ? "one per column" : "one per element of the largest input"));
+  }
+  for (int k = 0; k < call.num_outputs; ++k) {
+    const bool column = call.output_column_sum[k];
+    OPBRIDGE_RETURN_IF_ERROR(
+        CheckTensorAccess(spec, args, true, k, DtypeOf<T>(), column ? call.cols : n,
+                          column ? "one per column" : "one per element of the largest input"));
+  }
+  return Status::Ok();
+}
+
 }  // namespace internal
 
 // Runs `kernel` over a [rows, cols] iteration space of T elements: inputs
@@ -194,7 +216,9 @@ void Map(const MapKernel& kernel, int64_t rows, int64_t cols, std::initializer_l
 // first input). The largest input gives the iteration space [rows, cols]
 // (cols its last dimension); an input or output of exactly [cols] elements
 // where that has more is per-column (an input broadcast along the rows, an
-// output summed over them).
+// output summed over them). Every input and output is checked against that
+// before the kernel runs (CheckTensorAccess): T, and a full or per-column
+// size; anything else is an error naming the op and the tensor.
 inline Status Map(const MapKernel& kernel, const OpSpec& spec, const KernelArgs& args,
                   const Params& params = {}) {
   if (static_cast<int>(args.inputs.size()) != kernel.num_inputs ||
@@ -237,9 +261,14 @@ inline Status Map(const MapKernel& kernel, const OpSpec& spec, const KernelArgs&
   call.rows = cols == 0 ? 0 : n / cols;
   call.cols = cols;
   call.params = params;
-  return DispatchFloatingOrHalf(spec, spec.inputs[0].name, args.input_infos[0].dtype, [&](auto tag) {
-    internal::Run<decltype(tag)>(kernel, call, args.parallel_for);
-  });
+  Status checked;
+  const Status dispatched =
+      DispatchFloatingOrHalf(spec, spec.inputs[0].name, args.input_infos[0].dtype, [&](auto tag) {
+        using T = decltype(tag);
+        checked = internal::CheckMapTensors<T>(spec, args, call, n);
+        if (checked.ok()) internal::Run<T>(kernel, call, args.parallel_for);
+      });
+  return dispatched.ok() ? checked : dispatched;
 }
 
 }  // namespace toolkit

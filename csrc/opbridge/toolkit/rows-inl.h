@@ -542,9 +542,11 @@ HWY_INLINE auto ForColumns(const Pass<T>& pass, const Body& body, const In*... i
 template <typename T>
 struct Row {
   int64_t index = 0;
-  const T* in[kMaxRowTensors] = {};    // this row of each input (null where the slot is)
-  const T* next[kMaxRowTensors] = {};  // the next row of the range (this row for the last), to prefetch
-  T* out[kMaxRowTensors] = {};         // this row of each output
+  const T* in[kMaxRowTensors] = {};          // this row of each input (null where the slot is)
+  const T* next[kMaxRowTensors] = {};        // the next row of the range (this row for the last), to prefetch
+  T* out[kMaxRowTensors] = {};               // this row of each output
+  const T* per_row_in[kMaxRowTensors] = {};  // this row's value of each per-row input
+  T* per_row_out[kMaxRowTensors] = {};       // this row's value of each per-row output
 };
 
 namespace internal {
@@ -560,6 +562,8 @@ HWY_INLINE Row<T> RowOf(const RowTensors<T>& t, int64_t r, int64_t last) {
       row.next[k] = t.in[k] + next;
     }
     if (t.out[k] != nullptr) row.out[k] = t.out[k] + offset;
+    if (t.per_row_in[k] != nullptr) row.per_row_in[k] = t.per_row_in[k] + r;
+    if (t.per_row_out[k] != nullptr) row.per_row_out[k] = t.per_row_out[k] + r;
   }
   return row;
 }

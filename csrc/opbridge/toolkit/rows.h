@@ -29,12 +29,16 @@
 #include <cstdint>
 #include <initializer_list>
 #include <type_traits>
+#include <utility>
 
+#include "opbridge/checks.h"
 #include "opbridge/column_sums.h"
 #include "opbridge/dynamic_for.h"
 #include "opbridge/half.h"
 #include "opbridge/parallel.h"
 #include "opbridge/simd.h"
+#include "opbridge/spec.h"
+#include "opbridge/status.h"
 
 namespace opbridge {
 namespace toolkit {
@@ -50,9 +54,12 @@ constexpr int kMaxColumnSums = 4;
 // kernel's own.
 template <typename T>
 struct RowTensors {
+  using Storage = T;                      // for a generic lambda: typename std::decay_t<decltype(t)>::Storage
   const T* in[kMaxRowTensors] = {};       // [rows, cols] inputs
   T* out[kMaxRowTensors] = {};            // [rows, cols] outputs
   const T* columns[kMaxRowTensors] = {};  // [cols] inputs
+  const T* per_row_in[kMaxRowTensors] = {};  // [rows] inputs: one value per row (a saved statistic)
+  T* per_row_out[kMaxRowTensors] = {};       // [rows] outputs: one value per row (a logsumexp)
   int64_t cols = 0;
   double params[kMaxRowTensors] = {};  // scalars (eps, ...)
   bool stream = false;                 // outputs written with non-temporal stores (RowsStreamOutput)
@@ -136,6 +143,124 @@ void ForRowChunksWithColumnSums(int64_t rows, int64_t cols, std::initializer_lis
   for (int k = 0; k < count && k < kMaxColumnSums; ++k) {
     if (slot[k] >= 0) sums.Total(slot[k], out[k], FromDouble<T>);
   }
+}
+
+// A row kernel's tensors taken from an op's KernelArgs, each checked as the
+// kernel will read or write it (CheckTensorAccess: storage type T, and
+// [rows, cols], [cols] or [rows] elements) before the kernel runs. The
+// problem [rows, cols] is input `shape_input` over its last dimension. The
+// first mismatch is kept (status()): a shape rule that gives an output
+// another size or dtype than the kernel writes is an error naming the op and
+// the tensor, on every call, never memory written past the output.
+template <typename T>
+class RowBinding {
+ public:
+  RowBinding(const OpSpec& spec, const KernelArgs& args, size_t shape_input) : spec_(spec), args_(args) {
+    if (shape_input < args.input_infos.size()) {
+      const Shape& shape = args.input_infos[shape_input].shape;
+      cols_ = shape.empty() ? 1 : shape.back();
+      rows_ = cols_ <= 0 ? 0 : NumElements(shape) / cols_;
+    }
+    tensors_.cols = cols_;
+  }
+
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+
+  // Input `input` as row tensor `slot` ([rows, cols]).
+  RowBinding& In(int slot, size_t input) {
+    tensors_.in[slot] = Input(input, rows_ * cols_, "rows x cols");
+    return *this;
+  }
+  // Input `input` as column tensor `slot` ([cols]; null when absent).
+  RowBinding& Column(int slot, size_t input) {
+    tensors_.columns[slot] = Input(input, cols_, "one per column");
+    return *this;
+  }
+  // Input `input` as per-row tensor `slot` ([rows]: one value per row).
+  RowBinding& PerRowIn(int slot, size_t input) {
+    tensors_.per_row_in[slot] = Input(input, rows_, "one per row");
+    return *this;
+  }
+  // Output `output` as row tensor `slot` ([rows, cols]).
+  RowBinding& Out(int slot, size_t output) {
+    tensors_.out[slot] = Output(output, rows_ * cols_, "rows x cols");
+    if (tensors_.out[slot] != nullptr) ++full_outputs_;
+    return *this;
+  }
+  // Output `output` as per-row tensor `slot` ([rows]: one value per row).
+  RowBinding& PerRowOut(int slot, size_t output) {
+    tensors_.per_row_out[slot] = Output(output, rows_, "one per row");
+    return *this;
+  }
+  // Scalar `slot` (an attribute, already checked and converted).
+  RowBinding& Param(int slot, double value) {
+    tensors_.params[slot] = value;
+    return *this;
+  }
+
+  const Status& status() const { return status_; }
+  // The tensors, with outputs streamed (non-temporal stores) when the
+  // [rows, cols] outputs together do not fit in the last-level cache.
+  const RowTensors<T>& tensors() {
+    tensors_.stream = RowsStreamOutput<T>(full_outputs_ * rows_ * cols_);
+    return tensors_;
+  }
+
+ private:
+  const T* Input(size_t k, int64_t elements, const char* how) {
+    const T* data = nullptr;
+    Keep(InputAs<T>(spec_, args_, k, elements, &data, how));
+    return data;
+  }
+  T* Output(size_t k, int64_t elements, const char* how) {
+    T* data = nullptr;
+    Keep(OutputAs<T>(spec_, args_, k, elements, &data, how));
+    return data;
+  }
+  void Keep(Status status) {
+    if (!status.ok() && status_.ok()) status_ = std::move(status);
+  }
+
+  const OpSpec& spec_;
+  const KernelArgs& args_;
+  int64_t rows_ = 0;
+  int64_t cols_ = 0;
+  int64_t full_outputs_ = 0;
+  RowTensors<T> tensors_;
+  Status status_;
+};
+
+// A row kernel on an op's KernelArgs: T is the storage type of input
+// `shape_input` (float32, float64, float16 or bfloat16; another dtype is
+// refused naming that input), bind(RowBinding<T>&) names the kernel's
+// tensors, which are then checked, and run(const RowTensors<T>&, rows) runs
+// it, only when every tensor is what the kernel takes:
+//
+//   return toolkit::LaunchRows(kSpec, args, 0,
+//       [&](auto& b) { b.In(0, 0).Out(0, 0).PerRowOut(0, 1).Param(0, temperature); },
+//       [&](const auto& t, int64_t rows) {  // t: RowTensors<T>
+//         toolkit::ForRowRanges(rows, t.cols, args.parallel_for,
+//                               [&](const toolkit::RowRange& r) { SoftmaxRows(t, r); });
+//       });
+template <typename Bind, typename Run>
+Status LaunchRows(const OpSpec& spec, const KernelArgs& args, size_t shape_input, Bind&& bind, Run&& run) {
+  if (shape_input >= args.input_infos.size()) {
+    return Status::Error(spec.MessageName() + ": the row kernel's shape input " +
+                         std::to_string(shape_input) + " is not among the call's " +
+                         std::to_string(args.input_infos.size()) + " inputs");
+  }
+  const char* name = shape_input < spec.inputs.size() ? spec.inputs[shape_input].name : "x";
+  Status launched;
+  const Status dispatched =
+      DispatchFloatingOrHalf(spec, name, args.input_infos[shape_input].dtype, [&](auto tag) {
+        using T = decltype(tag);
+        RowBinding<T> binding(spec, args, shape_input);
+        bind(binding);
+        launched = binding.status();
+        if (launched.ok()) run(binding.tensors(), binding.rows());
+      });
+  return dispatched.ok() ? launched : dispatched;
 }
 
 }  // namespace toolkit
