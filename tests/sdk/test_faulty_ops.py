@@ -169,6 +169,100 @@ def test_a_backward_shape_rule_smaller_than_its_kernel_writes_is_an_error(faulty
     ) in out, out
 
 
+_DEFAULT = {k: v for k, v in os.environ.items() if k != "OPBRIDGE_CHECK"}
+
+
+def test_a_toolkit_kernel_refuses_a_shape_rule_it_disagrees_with_in_every_host(faulty):
+    # OPBRIDGE_CHECK unset: the toolkit's launchers check every tensor before
+    # the kernel runs (the map: its output of another size; the row kernel:
+    # its per-row output 0-d, or of another dtype). Each call is an error,
+    # the output buffers untouched, and the process lives on.
+    out = _clean(
+        _python(
+            f"""
+            import torch, opbridge
+            opbridge.load_library({str(faulty)!r})
+            from onnx import TensorProto, helper
+            from opbridge.deploy import executorch
+            x = torch.randn(64, 64)
+
+            def model_of(op_type, outputs):
+                node = helper.make_node(op_type, ["x"], outputs, domain="com.example.faulty")
+                graph = helper.make_graph(
+                    [node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64, 64])],
+                    [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs])
+                model = helper.make_model(graph, opset_imports=[
+                    helper.make_opsetid("", 18), helper.make_opsetid("com.example.faulty", 1)])
+                model.ir_version = 10
+                return model
+
+            class Call(torch.nn.Module):
+                def __init__(self, op):
+                    super().__init__()
+                    self.op = op
+                def forward(self, x):
+                    return self.op(x)
+
+            executorch.load_kernels("faulty_ops")
+            calls = []
+            for name, op_type, outputs in [("short_map", "ShortMap", ["y"]),
+                                           ("scalar_row_stat", "ScalarRowStat", ["y", "mean"])]:
+                op = getattr(torch.ops.faulty_ops, name)
+                model = model_of(op_type, outputs)
+                session = opbridge.ort.InferenceSession(model)
+                compiled = opbridge.openvino.compile_model(model)
+                pte = executorch.to_pte(Call(op), (x,), {str(faulty.parent)!r} + f"/{{name}}.pte")
+                calls += [
+                    (name + " eager", lambda op=op: op(x)),
+                    (name + " ort", lambda s=session: s.run(None, {{"x": x.numpy()}})),
+                    (name + " openvino", lambda c=compiled: c({{"x": x.numpy()}})),
+                    (name + " executorch", lambda p=pte: executorch.run_pte(p, (x,))),
+                ]
+            y = torch.full((64, 1), 7.0)
+            calls.append(("short_map out", lambda: torch.ops.faulty_ops.short_map.out(x, out=y)))
+            calls.append(("wide_row_stat eager", lambda: torch.ops.faulty_ops.wide_row_stat(x)))
+            g = x.clone().requires_grad_()
+            calls.append(("short_map_gradient backward",
+                          lambda: torch.ops.faulty_ops.short_map_gradient(g).sum().backward()))
+            for name, call in calls:
+                try:
+                    call()
+                except Exception as error:  # RuntimeError; ONNX Runtime's Fail
+                    print(name, "|", " ".join(str(error).split()))
+                else:
+                    print(name, "| no error")
+            print("out untouched:", bool((y == 7.0).all()))
+            """,
+            churn=True,
+            env=_DEFAULT,
+        )
+    )
+    assert "churned" in out and "out untouched: True" in out, out
+    lines = dict(line.split(" | ", 1) for line in out.splitlines() if " | " in line)
+    short = (
+        "output 'y' is float32 [64, 1], 64 elements by the shape rule, but the kernel writes "
+        "4096 float32 values (one per element of the largest input); the shape rule and the "
+        "kernel disagree"
+    )
+    scalar = (
+        "output 'mean' is float32 [], 1 element by the shape rule, but the kernel writes 64 "
+        "float32 values (one per row)"
+    )
+    for host in ("eager", "ort", "openvino", "executorch"):
+        assert short in lines[f"short_map {host}"], (host, out)
+        assert "faulty_ops::short_map" in lines[f"short_map {host}"], (host, out)
+        assert scalar in lines[f"scalar_row_stat {host}"], (host, out)
+    assert short in lines["short_map out"], out
+    assert (
+        "faulty_ops::wide_row_stat: output 'mean' is float64 [64], 64 elements by the shape "
+        "rule, but the kernel writes 64 float32 values (one per row)"
+    ) in lines["wide_row_stat eager"], out
+    assert (
+        "faulty_ops::short_map_gradient_backward: output 'grad_x' is float32 [1], 1 element by "
+        "the shape rule, but the kernel writes 4096 float32 values"
+    ) in lines["short_map_gradient backward"], out
+
+
 def test_opbridge_testing_checks_catch_a_wrong_shape_rule_without_opbridge_check(faulty):
     env = {k: v for k, v in os.environ.items() if k != "OPBRIDGE_CHECK"}
     code = f"""
@@ -242,8 +336,10 @@ def test_c_a_second_library_of_a_taken_namespace_is_refused_before_registering(f
     )
     assert (
         f"refused | opbridge.load_library: refused library 'faulty_ops' ({twin}): torch namespace "
-        "'faulty_ops' (and its operators faulty_ops::narrow_dtype, faulty_ops::short_gradient, "
-        "faulty_ops::short_shape, faulty_ops::wide_dtype) is already held by library "
+        "'faulty_ops' (and its operators faulty_ops::narrow_dtype, faulty_ops::scalar_row_stat, "
+        "faulty_ops::short_gradient, faulty_ops::short_map, faulty_ops::short_map_gradient, "
+        "faulty_ops::short_shape, faulty_ops::wide_dtype, faulty_ops::wide_row_stat) is already "
+        "held by library "
         f"'faulty_ops' ({faulty}); none of its operators was registered"
     ) in out, out
     assert "twin registered: False" in out, out
