@@ -29,18 +29,44 @@ double AsDouble(double value) { return value; }
 double AsDouble(Float16 value) { return ToFloat(value); }
 double AsDouble(BFloat16 value) { return ToFloat(value); }
 
-// The first element that is NaN or infinite (-1 when none) and its value.
+// Whether a non-finite value is in `allowed` (a ValueSet).
+bool Allowed(double v, unsigned allowed) {
+  if (std::isnan(v)) return (allowed & kNaNValues) != 0;
+  return (allowed & (v < 0 ? kNegInfValues : kPosInfValues)) != 0;
+}
+
+// The first element that is NaN or infinite and not in `allowed` (-1 when
+// none) and its value.
 template <typename T>
-int64_t FirstNonFinite(const void* buffer, int64_t n, double* value) {
+int64_t FirstNonFinite(const void* buffer, int64_t n, unsigned allowed, double* value) {
   const T* data = static_cast<const T*>(buffer);
   for (int64_t i = 0; i < n; ++i) {
     const double v = AsDouble(data[i]);
-    if (!std::isfinite(v)) {
+    if (!std::isfinite(v) && !Allowed(v, allowed)) {
       *value = v;
       return i;
     }
   }
   return -1;
+}
+
+const char* ValueName(double v) {
+  if (std::isnan(v)) return "NaN";
+  return v < 0 ? "-Inf" : "Inf";
+}
+
+// What `allowed` (a ValueSet) admits, for the message: "finite values", "finite values and -inf", ...
+std::string ValuesText(unsigned allowed) {
+  std::string text = "finite values";
+  if ((allowed & kInfValues) == kInfValues) {
+    text += ", -inf and +inf";
+  } else if (allowed & kNegInfValues) {
+    text += ", -inf";
+  } else if (allowed & kPosInfValues) {
+    text += ", +inf";
+  }
+  if (allowed & kNaNValues) text += ", NaN";
+  return text;
 }
 
 Status CheckBuffer(const OpSpec& spec, const char* argument, const void* data, const TensorInfo& info) {
@@ -61,20 +87,22 @@ Status CheckFiniteTensor(const OpSpec& spec, const char* argument, const TensorI
   if (n == 0) return Status::Ok();
   int64_t bad = -1;
   double value = 0.0;
+  const unsigned allowed = spec.AllowedValues(argument);
   if (info.dtype == "float32") {
-    bad = FirstNonFinite<float>(data, n, &value);
+    bad = FirstNonFinite<float>(data, n, allowed, &value);
   } else if (info.dtype == "float64") {
-    bad = FirstNonFinite<double>(data, n, &value);
+    bad = FirstNonFinite<double>(data, n, allowed, &value);
   } else if (info.dtype == "float16") {
-    bad = FirstNonFinite<Float16>(data, n, &value);
+    bad = FirstNonFinite<Float16>(data, n, allowed, &value);
   } else if (info.dtype == "bfloat16") {
-    bad = FirstNonFinite<BFloat16>(data, n, &value);
+    bad = FirstNonFinite<BFloat16>(data, n, allowed, &value);
   }
   if (bad < 0) return Status::Ok();
   return ArgError(spec, argument,
-                  std::string("contains ") + (std::isnan(value) ? "NaN" : "Inf") + " at flat index " +
-                      std::to_string(bad) + " of " + info.dtype + " shape " + FormatShape(info.shape) +
-                      " (OPBRIDGE_CHECK)");
+                  std::string("contains ") + ValueName(value) + " at flat index " + std::to_string(bad) +
+                      " of " + info.dtype + " shape " + FormatShape(info.shape) + "; it takes " +
+                      ValuesText(allowed) + " (OPBRIDGE_CHECK; a spec declares more with .Values(\"" +
+                      argument + "\", ...))");
 }
 
 Status CheckAttributeValue(const OpSpec& spec, const char* argument, const AttrValue& value) {

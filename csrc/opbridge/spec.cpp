@@ -129,6 +129,29 @@ std::string OpSpec::QualifiedName() const {
 
 std::string OpSpec::TorchName() const { return std::string(ThisLibrary().torch_namespace) + "::" + name; }
 
+unsigned OpSpec::AllowedValues(const char* tensor) const {
+  const auto own = [this](const std::string& wanted) {
+    unsigned values = kFiniteValues;
+    for (const ValueDomain& domain : value_domains) {
+      if (wanted == domain.tensor) values |= domain.values;
+    }
+    return values;
+  };
+  const std::string argument = tensor;
+  bool of_forward = false;
+  for (const InputSpec& input : inputs) of_forward |= argument == input.name;
+  for (const char* output : outputs) of_forward |= argument == output;
+  if (of_forward) return own(argument);
+  for (const BackwardInput& input : backward.inputs) {
+    if (argument != input.name) continue;
+    const size_t index = static_cast<size_t>(input.index);
+    if (input.source == TensorSource::kInput && index < inputs.size()) return own(inputs[index].name);
+    if (input.source == TensorSource::kOutput && index < outputs.size()) return own(outputs[index]);
+    return kFiniteValues;
+  }
+  return kFiniteValues;
+}
+
 std::string OpSpec::MessageName() const { return TorchName() + " (ONNX " + QualifiedName() + ")"; }
 
 namespace {

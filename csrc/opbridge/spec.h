@@ -181,6 +181,25 @@ struct BackwardSpec {
   InferAttrsFn infer = nullptr;
 };
 
+// The values a tensor may hold beyond finite ones, as OPBRIDGE_CHECK's scan
+// of a kernel's floating-point arguments reads them: by default only finite
+// values, so a NaN or an infinity is an error naming the argument. Flags,
+// combined with |: an attention mask takes -inf (kNegInf), a logsumexp of an
+// empty row is -inf.
+enum ValueSet : unsigned {
+  kFiniteValues = 0,
+  kNegInfValues = 1u << 0,
+  kPosInfValues = 1u << 1,
+  kInfValues = kNegInfValues | kPosInfValues,
+  kNaNValues = 1u << 2,
+};
+
+// A forward input's or output's name and the ValueSet it takes (Values() below).
+struct ValueDomain {
+  const char* tensor;
+  unsigned values;
+};
+
 struct OpSpec {
   class Builder;  // names each field where it is set (below)
 
@@ -198,8 +217,15 @@ struct OpSpec {
   // Without a backward (launch == nullptr) the op is not differentiable: a
   // backward through it raises an error naming the op.
   BackwardSpec backward = {};
+  // Inputs and outputs that take more than finite values (ValueSet); the
+  // rest take finite values only.
+  std::vector<ValueDomain> value_domains = {};
 
   bool has_backward() const { return backward.launch != nullptr; }
+  // The ValueSet of the forward input or output `tensor`, or of a backward
+  // argument saved from one (a backward input's name: SavedInput and
+  // SavedOutput take their tensor's); kFiniteValues for any other name.
+  unsigned AllowedValues(const char* tensor) const;
   // "rms_norm(Tensor x, Tensor weight, Tensor? bias=None, float eps=1e-06) -> Tensor"
   std::string TorchSchema() const;
   // "rms_norm_backward(Tensor grad_y, Tensor x, Tensor weight, float eps, bool[3] output_mask)
@@ -335,6 +361,13 @@ class OpSpec::Builder {
   }
   Builder& InferBackward(InferAttrsFn value) {
     spec_.backward.infer = value;
+    return *this;
+  }
+  // The values forward input or output `tensor` takes beyond finite ones
+  // (ValueSet flags: kNegInfValues, kInfValues, kNaNValues, ...), which
+  // OPBRIDGE_CHECK's scan then lets through: .Values("mask", kNegInfValues).
+  Builder& Values(const char* tensor, unsigned values) {
+    spec_.value_domains.push_back(ValueDomain{tensor, values});
     return *this;
   }
 

@@ -33,7 +33,8 @@ TEST(RuntimeChecks, FiniteTensorFindsNaNAndInfInEveryFloatDtype) {
       << s.message();
   s = CheckFiniteTensor(spec, "x", Info("float64", {1, 3}), f64.data());
   ASSERT_FALSE(s.ok());
-  EXPECT_TRUE(Contains(s.message(), "argument 'x' contains Inf at flat index 1")) << s.message();
+  EXPECT_TRUE(Contains(s.message(), "argument 'x' contains -Inf at flat index 1")) << s.message();
+  EXPECT_TRUE(Contains(s.message(), "it takes finite values (OPBRIDGE_CHECK")) << s.message();
   s = CheckFiniteTensor(spec, "x", Info("float16", {2, 2}), f16.data());
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(Contains(s.message(), "contains NaN at flat index 3 of float16 shape [2, 2]")) << s.message();
@@ -50,6 +51,40 @@ TEST(RuntimeChecks, FiniteTensorPassesFiniteHalfValuesAndOtherDtypes) {
   const std::vector<uint8_t> image = {0, 255, 128};
   EXPECT_TRUE(CheckFiniteTensor(Spec("normalize_image"), "image", Info("uint8", {3}), image.data()).ok());
   EXPECT_TRUE(CheckFiniteTensor(Spec("scaled_clamp"), "x", Info("float32", {0, 4}), nullptr).ok());
+}
+
+// A spec's value domains: a mask that takes -inf, a logsumexp output (saved
+// for the backward) that takes -inf and +inf, and NaN where declared.
+TEST(RuntimeChecks, FiniteTensorHonoursTheSpecsValueDomains) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const OpSpec spec =
+      OpSpec::Builder("masked_lse", "MaskedLse")
+          .Inputs({Input("x"), Input("mask")})
+          .Outputs({"y", "lse"})
+          .BackwardInputs({GradOfOutput("grad_y", 0), SavedOutput("saved_lse", 1), SavedInput("x", 0)})
+          .Values("mask", kNegInfValues)
+          .Values("lse", kInfValues)
+          .Values("x", kNaNValues);
+  EXPECT_EQ(spec.AllowedValues("mask"), kNegInfValues);
+  EXPECT_EQ(spec.AllowedValues("saved_lse"), kInfValues);
+  EXPECT_EQ(spec.AllowedValues("grad_y"), kFiniteValues);
+  const std::vector<float> mask = {0.0f, static_cast<float>(-inf)};
+  EXPECT_TRUE(CheckFiniteTensor(spec, "mask", Info("float32", {2}), mask.data()).ok());
+  const std::vector<float> up = {static_cast<float>(inf)};
+  Status s = CheckFiniteTensor(spec, "mask", Info("float32", {1}), up.data());
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(Contains(s.message(),
+                       "argument 'mask' contains Inf at flat index 0 of float32 shape [1]; it takes "
+                       "finite values, -inf (OPBRIDGE_CHECK"))
+      << s.message();
+  const std::vector<double> lse = {-inf, inf, 1.0};
+  EXPECT_TRUE(CheckFiniteTensor(spec, "saved_lse", Info("float64", {3}), lse.data()).ok());
+  EXPECT_FALSE(CheckFiniteTensor(spec, "grad_y", Info("float64", {3}), lse.data()).ok());
+  const std::vector<Float16> x = {ToFloat16(NAN), ToFloat16(1.0f)};
+  EXPECT_TRUE(CheckFiniteTensor(spec, "x", Info("float16", {2}), x.data()).ok());
+  s = CheckFiniteTensor(spec, "y", Info("float16", {2}), x.data());
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(Contains(s.message(), "a spec declares more with .Values(\"y\", ...)")) << s.message();
 }
 
 TEST(RuntimeChecks, FiniteTensorChecksTheBuffer) {
