@@ -235,6 +235,22 @@ TEST(ToolkitMap, KernelArgsRefuseAnOutputOfAnotherSizeOrDtype) {
   EXPECT_EQ(s, std::vector<float>(4, 7.0f));
 }
 
+// [rows, 1] has as many elements as [cols] when rows == cols: it is not a
+// column sum, and the map refuses it.
+TEST(ToolkitMap, KernelArgsDoNotTakeARowsByOneOutputForAColumnSum) {
+  const auto x = RandomOf<float>(4 * 4, 11), bias = RandomOf<float>(4, 12);
+  std::vector<float> y(16, 7.0f), s(4, 7.0f);
+  KernelArgs args = ArgsFor("float32", {4, 4}, {4}, x.data(), bias.data(), y.data(), s.data());
+  args.output_infos[0].shape = {4, 1};
+  const Status status = toolkit::Map(AddAndScaleKernel, kBiasGeluSpec, args, {1.0});
+  ASSERT_FALSE(status.ok());
+  EXPECT_TRUE(testing::Contains(status.message(),
+                                "is float32 [4, 1], 4 elements by the shape rule, but the kernel "
+                                "writes 16 float32 values"))
+      << status.message();
+  EXPECT_EQ(y, std::vector<float>(16, 7.0f));
+}
+
 TEST(ToolkitMap, KernelArgsRefuseAnInputOfAnotherSize) {
   const auto x = RandomOf<float>(2 * 4, 11), bias = RandomOf<float>(4, 12);
   std::vector<float> y(8, 7.0f), s(4, 7.0f);

@@ -214,11 +214,11 @@ void Map(const MapKernel& kernel, int64_t rows, int64_t cols, std::initializer_l
 // dtype of the first input (float32, float64, float16 or bfloat16; any
 // other is refused with DispatchFloatingOrHalf's message, naming the spec's
 // first input). The largest input gives the iteration space [rows, cols]
-// (cols its last dimension); an input or output of exactly [cols] elements
-// where that has more is per-column (an input broadcast along the rows, an
-// output summed over them). Every input and output is checked against that
-// before the kernel runs (CheckTensorAccess): T, and a full or per-column
-// size; anything else is an error naming the op and the tensor.
+// (cols its last dimension); an input or output of cols elements ending in a
+// dimension of cols ([cols], [1, cols]) where that has more is per-column (an input broadcast along the rows,
+// an output summed over them). Every input and output is checked against that before the kernel runs
+// (CheckTensorAccess): T, and a full or per-column size; anything else is an error naming the op and the
+// tensor.
 inline Status Map(const MapKernel& kernel, const OpSpec& spec, const KernelArgs& args,
                   const Params& params = {}) {
   if (static_cast<int>(args.inputs.size()) != kernel.num_inputs ||
@@ -246,16 +246,20 @@ inline Status Map(const MapKernel& kernel, const OpSpec& spec, const KernelArgs&
   MapCall call;
   call.num_inputs = kernel.num_inputs;
   call.num_outputs = kernel.num_outputs;
+  // Per column: cols elements that end in a dimension of cols ([cols],
+  // [1, cols]), so that a [rows, 1] shape of as many elements is not taken
+  // for one.
+  const auto per_column = [n, cols](const Shape& shape) {
+    return NumElements(shape) != n && NumElements(shape) == cols && !shape.empty() && shape.back() == cols;
+  };
   for (int k = 0; k < kernel.num_inputs; ++k) {
     call.inputs[k] = args.inputs[k];
-    const int64_t elements = NumElements(args.input_infos[k].shape);
-    call.input_per_column[k] = elements != n && elements == cols;
+    call.input_per_column[k] = per_column(args.input_infos[k].shape);
   }
   for (int k = 0; k < kernel.num_outputs; ++k) {
     call.outputs[k] = args.outputs[k];
     if (k < static_cast<int>(args.output_infos.size())) {
-      const int64_t elements = NumElements(args.output_infos[k].shape);
-      call.output_column_sum[k] = elements != n && elements == cols;
+      call.output_column_sum[k] = per_column(args.output_infos[k].shape);
     }
   }
   call.rows = cols == 0 ? 0 : n / cols;
