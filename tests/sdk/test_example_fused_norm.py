@@ -52,8 +52,8 @@ def test_fused_norm_example_builds_tests_exports_verifies_and_runs_in_cpp(tmp_pa
 def test_fast_kernels_guide_shows_the_real_kernels():
     """Every C++ block of docs/guides/fast-kernels.md is a verbatim part of
     a kernel that is built and tested: the scaffold's (as `opbridge new-op
-    --name soft_cap` renders it), swiglu_clamp's here, bias_gelu's or
-    rms_norm's."""
+    --name soft_cap` renders it), swiglu_clamp's here, bias_gelu's,
+    rms_norm's or the toolkit test library's (tests/sdk/faulty_ops)."""
     import re
 
     from opbridge import scaffold
@@ -65,9 +65,25 @@ def test_fast_kernels_guide_shows_the_real_kernels():
         (EXAMPLE / "csrc" / "swiglu_clamp" / "kernel.cpp").read_text(),
         (ROOT / "csrc" / "ops" / "bias_gelu" / "kernel.cpp").read_text(),
         (ROOT / "csrc" / "ops" / "rms_norm" / "kernel.cpp").read_text(),
+        (ROOT / "tests" / "sdk" / "faulty_ops" / "toolkit_faulty.cpp").read_text(),
     ]
     guide = (ROOT / "docs" / "guides" / "fast-kernels.md").read_text()
     snippets = re.findall(r"^```cpp\n(.*?)^```$", guide, re.MULTILINE | re.DOTALL)
     assert len(snippets) >= 13
     for snippet in snippets:
         assert any(snippet in kernel for kernel in kernels), snippet
+
+
+def test_the_fast_kernels_guide_names_the_highway_release_the_sdk_compiles_against():
+    """The guide states the Highway release of the headers the builds use
+    (Debian's libhwy-dev): a kernel written to a later release's API does not
+    compile here."""
+    import re
+
+    header = Path("/usr/include/hwy/highway.h").read_text()
+    version = ".".join(
+        re.search(rf"#define HWY_{part} (\d+)", header).group(1)
+        for part in ("MAJOR", "MINOR", "PATCH")
+    )
+    guide = (ROOT / "docs" / "guides" / "fast-kernels.md").read_text()
+    assert f"Highway {version} (Debian" in guide, version

@@ -254,12 +254,14 @@ def test_a_toolkit_kernel_refuses_a_shape_rule_it_disagrees_with_in_every_host(f
         assert scalar in lines[f"scalar_row_stat {host}"], (host, out)
     assert short in lines["short_map out"], out
     assert (
-        "faulty_ops::wide_row_stat: output 'mean' is float64 [64], 64 elements by the shape "
-        "rule, but the kernel writes 64 float32 values (one per row)"
+        "faulty_ops::wide_row_stat (ONNX com.example.faulty::WideRowStat): output 'mean' is "
+        "float64 [64], 64 elements by the shape rule, but the kernel writes 64 float32 values "
+        "(one per row)"
     ) in lines["wide_row_stat eager"], out
     assert (
-        "faulty_ops::short_map_gradient_backward: output 'grad_x' is float32 [1], 1 element by "
-        "the shape rule, but the kernel writes 2048 float32 values"
+        "faulty_ops::short_map_gradient (ONNX com.example.faulty::ShortMapGradient): output "
+        "'grad_x' is float32 [1], 1 element by the shape rule, but the kernel writes 2048 "
+        "float32 values"
     ) in lines["short_map_gradient backward"], out
 
 

@@ -135,7 +135,9 @@ Status LaunchCenter(const opbridge::OpSpec& spec, const KernelArgs& args) {
 }
 
 Status LaunchShortMap(const KernelArgs& args) { return LaunchTwice(kShortMapSpec, args); }
-Status LaunchShortMapGradientForward(const KernelArgs& args) { return LaunchTwice(kShortMapGradientSpec, args); }
+Status LaunchShortMapGradientForward(const KernelArgs& args) {
+  return LaunchTwice(kShortMapGradientSpec, args);
+}
 Status LaunchShortMapGradientBackward(const KernelArgs& args) {
   return opbridge::toolkit::Map(TwiceBackward, kShortMapGradientSpec, args);
 }
@@ -144,12 +146,13 @@ Status LaunchWideRowStat(const KernelArgs& args) { return LaunchCenter(kWideRowS
 
 }  // namespace
 
-const opbridge::OpSpec kShortMapSpec = opbridge::OpSpec::Builder("short_map", "ShortMap")
-                                           .Doc("A toolkit map whose shape rule is smaller than what it writes.")
-                                           .Inputs({opbridge::Input("x")})
-                                           .Outputs({"y"})
-                                           .Infer(InferShortLast)
-                                           .Forward(LaunchShortMap);
+const opbridge::OpSpec kShortMapSpec =
+    opbridge::OpSpec::Builder("short_map", "ShortMap")
+        .Doc("A toolkit map whose shape rule is smaller than what it writes.")
+        .Inputs({opbridge::Input("x")})
+        .Outputs({"y"})
+        .Infer(InferShortLast)
+        .Forward(LaunchShortMap);
 
 const opbridge::OpSpec kShortMapGradientSpec =
     opbridge::OpSpec::Builder("short_map_gradient", "ShortMapGradient")
