@@ -93,6 +93,17 @@ py::dict SpecToDict(const opbridge::OpSpec& spec) {
   result["inputs"] = inputs;
   result["attrs"] = attrs;
   result["outputs"] = spec.outputs;
+  // The values each input or output takes beyond finite ones (ValueSet), by
+  // name: "-inf", "+inf", "nan"; a tensor not named takes finite values only.
+  py::dict values;
+  for (const opbridge::ValueDomain& domain : spec.value_domains) {
+    py::list taken = values.contains(domain.tensor) ? py::list(values[domain.tensor]) : py::list();
+    if (domain.values & opbridge::kNegInfValues) taken.append("-inf");
+    if (domain.values & opbridge::kPosInfValues) taken.append("+inf");
+    if (domain.values & opbridge::kNaNValues) taken.append("nan");
+    values[domain.tensor] = taken;
+  }
+  result["values"] = values;
   result["torch_schema"] = api->torch_schema(spec);
   result["backward_schema"] = api->backward_schema(spec);
   // What each backward tensor stands for: its inputs (the gradient of a
