@@ -173,6 +173,8 @@ def test_verify_runs_the_bodies_with_dynamic_batch_and_sequence():
     checks = {c.name: c for c in report.structure}
     bodies = checks["function bodies (no library) match PyTorch and the kernels"]
     assert bodies.status == "pass" and "without the library" in bodies.detail
+    # And with the library, ONNX Runtime ran every node's kernel, not its body.
+    assert report.kernels and {k.ran for k in report.kernels} == {"kernel"}, report.kernels
 
 
 def test_verify_catches_a_body_that_drifts_from_the_kernel():

@@ -40,6 +40,15 @@ class Runtime:
       model that runs with the library).
     - ``label``: its name in messages, docs and bench (``ort_custom``: the
       ``short`` name and the route).
+    - ``library_kernels(model, feeds, level=None)``: the names of the
+      model's library nodes (the nodes of its graph of a loaded library's
+      domain, each with a name of its own) that ran as their library's
+      kernel in one run of ``model`` (an ONNX path, bytes or ``ModelProto``) on
+      ``feeds`` in a session like ``session``'s, as the runtime's own
+      profiling tells; a library node missing from the set ran something
+      else, a model-local function's body (the ``function`` route's
+      fallback). None where the runtime cannot tell: verify then reports
+      which ran as unknown.
     - ``wrong_forms``: ONNX operators (``"RotaryEmbedding"``,
       ``"com.microsoft::RotaryEmbedding"``) that this runtime computes wrong in
       some use, each with what is wrong: an export for it avoids them
@@ -58,6 +67,7 @@ class Runtime:
     library_path: Callable[[Any], str]
     facts: Callable[[], list[tuple[str, str]]] = field(default=lambda: [])
     checks: Callable[[], list[RuntimeCheck]] = field(default=lambda: [])
+    library_kernels: Callable[..., set[str]] | None = None
     wrong_forms: dict[str, str] = field(default_factory=dict)
 
     def avoid(self) -> frozenset[str]:

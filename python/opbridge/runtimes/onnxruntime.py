@@ -99,7 +99,15 @@ def libraries_for(model: Any) -> list[Library]:
     """The loaded libraries a model needs (opbridge's own always comes first),
     after checking each domain's version against the model.
 
-    A model that uses a custom domain no loaded library provides is refused
+    A library is needed wherever a node of its domain is: in the graph, in
+    the subgraphs of If, Loop and Scan nodes, and in the bodies of the
+    model's own functions, on every route: a ``function``-route node (one
+    with a model-local function of its domain and op type, the fallback
+    body) needs its library too, so that the runtime runs the library's
+    kernel rather than the body. A custom domain without a loaded library
+    whose every node calls one of the model's own functions needs nothing
+    (the runtime runs the bodies). A model that uses any other custom domain
+    no loaded library provides is refused
     with a message saying how to load one (and naming a loaded library's
     domain the model's may misspell). The message ends with the model's
     domain, escaped (``ascii``), so that no character of it can garble the
@@ -107,13 +115,14 @@ def libraries_for(model: Any) -> list[Library]:
     """
     proto = load_model(model)
     check_domain_version(proto)
-    used = {node.domain for node in proto.graph.node}
-    local_functions = {function.domain for function in proto.functions}
     needed = [BUILTIN]
-    for domain in sorted(used - local_functions):
+    local = local_function_domains(proto)
+    for domain in sorted(used_domains(proto)):
         if domain in _RUNTIME_DOMAINS or domain.startswith(_RUNTIME_DOMAIN_PREFIXES):
             continue
         library = library_for_domain(domain)
+        if library is None and domain in local:
+            continue  # only calls of the model's own functions: their bodies run
         if library is None:
             loaded = libraries()
             names = ", ".join(f"{lib.onnx_domain} ({lib.ort_library_path.name})" for lib in loaded)
@@ -127,6 +136,30 @@ def libraries_for(model: Any) -> list[Library]:
         if library is not BUILTIN:
             needed.append(library)
     return needed
+
+
+def used_domains(proto: Any) -> set[str]:
+    """The domain of every node of the model wherever it is: the graph, the
+    subgraphs of its If, Loop and Scan nodes, and the bodies of its local
+    functions (a library node inside a function body selects its library
+    like any other)."""
+    graphs = [proto.graph, *proto.functions]
+    return {node.domain for graph in graphs for node in _nodes(graph)}
+
+
+def local_function_domains(proto: Any) -> set[str]:
+    """The domains whose every node (in the graph, its subgraphs and the
+    model's functions) calls one of the model's own functions: a runtime
+    can run each of them without a library, by the function's body (the
+    ``function`` route's fallback)."""
+    functions = {(function.domain, function.name) for function in proto.functions}
+    graphs = [proto.graph, *proto.functions]
+    by_domain: dict[str, bool] = {}
+    for graph in graphs:
+        for node in _nodes(graph):
+            local = (node.domain, node.op_type) in functions
+            by_domain[node.domain] = by_domain.get(node.domain, True) and local
+    return {domain for domain, local in by_domain.items() if local}
 
 
 def _nodes(graph: Any) -> Iterator[Any]:
@@ -212,6 +245,9 @@ def level_enum(name: str):
 
 def InferenceSession(
     path_or_bytes: str | bytes | os.PathLike,
+    sess_options: Any = None,
+    providers: Any = None,
+    provider_options: Any = None,
     *,
     optimization_level: str | None = None,
     threads: int | None = None,
@@ -227,7 +263,9 @@ def InferenceSession(
     Either one left at None keeps ONNX Runtime's default, or the setting of
     ``sess_options`` when that is given.
 
-    Takes ``onnxruntime.InferenceSession``'s other arguments; ``sess_options``
+    Takes ``onnxruntime.InferenceSession``'s arguments, in its order
+    (``sess_options``, ``providers``, ``provider_options`` positionally or
+    by name, the rest by name); ``sess_options``
     (if given) is the base: it gets the libraries added and the level and
     threads asked for here. A ``ModelProto`` is accepted too. A model ONNX
     Runtime cannot read (a truncated file, an IR version newer than the
@@ -252,7 +290,7 @@ def InferenceSession(
     proto = load_model(path_or_bytes)
     needed = libraries_for(proto)
     check_op_types(proto)
-    options = session_options(kwargs.get("sess_options"), needed)
+    options = session_options(sess_options, needed)
     if level is not None:
         options.graph_optimization_level = level
     if threads is not None:
@@ -260,7 +298,9 @@ def InferenceSession(
         options.inter_op_num_threads = 1
         options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
     kwargs["sess_options"] = options
-    kwargs.setdefault("providers", ["CPUExecutionProvider"])
+    kwargs["providers"] = providers if providers is not None else ["CPUExecutionProvider"]
+    if provider_options is not None:
+        kwargs["provider_options"] = provider_options
     try:
         return onnxruntime.InferenceSession(path_or_bytes, **kwargs)
     except Exception as error:
@@ -480,6 +520,43 @@ def _session(model: Any, level: str | None = None, threads: int | None = None):
     return InferenceSession(model, optimization_level=level, threads=threads)
 
 
+def library_nodes(model: Any) -> list[Any]:
+    """The nodes of the model's graph whose domain a loaded library provides."""
+    return [node for node in load_model(model).graph.node if library_for_domain(node.domain)]
+
+
+def library_kernels(model: Any, feeds: dict, level: str | None = None) -> set[str]:
+    """The names of the model's library nodes (:func:`library_nodes`, each
+    named) that ran as their library's kernel in one run on ``feeds`` of an
+    :func:`InferenceSession` at ``level``, by ONNX Runtime's profiling: a
+    kernel's event carries its node's name and op type, while a model-local
+    function's body, inlined, shows the body's operators under names of
+    their own."""
+    import tempfile
+
+    import onnxruntime
+
+    proto = load_model(model)
+    wanted = {node.name: node.op_type for node in library_nodes(proto) if node.name}
+    with tempfile.TemporaryDirectory(prefix="opbridge-profile-") as directory:
+        options = onnxruntime.SessionOptions()
+        options.enable_profiling = True
+        options.profile_file_prefix = os.path.join(directory, "run")
+        session = InferenceSession(proto, options, optimization_level=level)
+        session.run(None, feeds)
+        with open(session.end_profiling()) as file:
+            events = json.load(file)
+    ran = set()
+    for event in events:
+        name = event.get("name", "")
+        if event.get("cat") != "Node" or not name.endswith("_kernel_time"):
+            continue
+        node = name.removesuffix("_kernel_time")
+        if node in wanted and event.get("args", {}).get("op_name") == wanted[node]:
+            ran.add(node)
+    return ran
+
+
 def _version() -> str:
     import onnxruntime
 
@@ -508,4 +585,5 @@ RUNTIME = Runtime(
     library_path=_path_of,
     facts=_facts,
     checks=_checks,
+    library_kernels=library_kernels,
 )

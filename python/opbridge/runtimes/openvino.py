@@ -20,9 +20,16 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from opbridge._library import BUILTIN, Library, libraries
+from opbridge._library import BUILTIN, Library, libraries, library_for_domain
 from opbridge.runtimes.base import Runtime, RuntimeCheck
-from opbridge.runtimes.onnxruntime import check_op_types, libraries_for, load_model
+from opbridge.runtimes.onnxruntime import (
+    check_op_types,
+    libraries_for,
+    library_nodes,
+    load_model,
+    local_function_domains,
+    used_domains,
+)
 
 PRECISION_HINT = "INFERENCE_PRECISION_HINT"
 THREADS = "INFERENCE_NUM_THREADS"
@@ -98,13 +105,45 @@ def _extensions_for(model: Any) -> list[Library]:
         proto = load_model(model)
         needed = libraries_for(proto)
         check_op_types(proto)
-        used = {node.domain for node in proto.graph.node}
+        # A library without an extension is needed where one of its nodes has
+        # no body to fall back on (the missing extension is then the error).
+        used = used_domains(proto) - local_function_domains(proto)
         return [
             library
             for library in needed
             if library.onnx_domain in used or library.openvino_library_path.is_file()
         ]
     return [library for library in libraries() if library.openvino_library_path.is_file()]
+
+
+def _inline_local_functions(model: Any):
+    """The ONNX ``model`` with its own functions inlined, but for those a
+    loaded library with an extension implements (the ``function`` route's:
+    the library's kernel runs); None when there is nothing to inline.
+    OpenVINO's ONNX reader converts a call of a model-local function only
+    where an extension knows its domain ("No conversion rule found"), so a
+    function's body, the fallback of the ``function`` route included, is
+    inlined here. A model read from a file is read with its external data."""
+    import onnx
+    from onnx.inliner import inline_selected_functions
+
+    proto = load_model(model)
+    if not proto.functions:
+        return None
+    kept = []
+    for function in proto.functions:
+        library = library_for_domain(function.domain)
+        if (
+            library is not None
+            and library.openvino_library_path.is_file()
+            and any(spec.get("onnx_type") == function.name for spec in library.specs().values())
+        ):
+            kept.append((function.domain, function.name))
+    if len(kept) == len(proto.functions):
+        return None
+    if isinstance(model, str | os.PathLike):
+        proto = onnx.load(os.fspath(model))
+    return inline_selected_functions(proto, kept, exclude=True)
 
 
 def read_model(model: Any, core: Any = None):
@@ -118,6 +157,10 @@ def read_model(model: Any, core: Any = None):
         return model
     core = core or _shared_core()
     add_extensions(core, _extensions_for(model))
+    if _is_onnx(model):
+        inlined = _inline_local_functions(model)
+        if inlined is not None:
+            model = inlined
     if hasattr(model, "SerializeToString"):
         model = model.SerializeToString()
     if isinstance(model, bytes | bytearray):
@@ -214,6 +257,46 @@ def _session(model: Any, level: str | None = None, threads: int | None = None) -
     if level not in (None, LEVEL):
         raise ValueError(f"opbridge.openvino: unknown level {level!r}; OpenVINO has one, {LEVEL!r}")
     return Session(compile_model(model, threads=threads))
+
+
+def library_kernels(model: Any, feeds: dict, level: str | None = None) -> set[str]:
+    """The names of the ONNX model's library nodes (:func:`library_nodes
+    <opbridge.runtimes.onnxruntime.library_nodes>`, each named) that ran as
+    their library's kernel in one run on ``feeds`` of a session at
+    ``level``, by OpenVINO's profiling (``PERF_COUNT``): the node became its
+    library's operator when read (one with the node's domain and op type,
+    and its output values), and that operator executed. A model-local
+    function's body, inlined, is other operators."""
+    import openvino
+
+    if level not in (None, LEVEL):
+        raise ValueError(f"opbridge.openvino: unknown level {level!r}; OpenVINO has one, {LEVEL!r}")
+    proto = load_model(model)
+    read = read_model(proto)
+    # (domain, op type, output value) -> the operator's name, for the
+    # libraries' operators.
+    operators = {}
+    for op in read.get_ordered_ops():
+        info = op.get_type_info()
+        if library_for_domain(info.version_id) is None:
+            continue
+        for output in op.outputs():
+            for value in output.get_names():
+                operators[(info.version_id, info.name, value)] = op.get_friendly_name()
+    compiled = compile_model(read, config={"PERF_COUNT": True})
+    request = compiled.create_infer_request()
+    request.infer(feeds)
+    executed = {
+        info.node_name
+        for info in request.get_profiling_info()
+        if info.status == openvino.ProfilingInfo.Status.EXECUTED
+    }
+    ran = set()
+    for node in library_nodes(proto):
+        found = {operators.get((node.domain, node.op_type, value)) for value in node.output}
+        if node.name and found & executed:
+            ran.add(node.name)
+    return ran
 
 
 def _levels() -> list[str]:
@@ -327,6 +410,7 @@ RUNTIME = Runtime(
     library_path=_path_of,
     facts=_facts,
     checks=_checks,
+    library_kernels=library_kernels,
     # Localized, with the smallest model that shows each, in
     # tests/runtimes/test_openvino_forms.py (OpenVINO 2026.4.1, f32).
     wrong_forms={

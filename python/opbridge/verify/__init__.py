@@ -15,6 +15,11 @@ compares ONNX Runtime with PyTorch:
   node, or on the standard route the call's decomposition, found by the
   exporter's node metadata), so the first call that diverges is named with
   the module that made it (``report.first_divergence_op``);
+* kernel or body: on the ``function`` route (a library node with a
+  model-local function, its fallback body), whether the runtime ran the
+  loaded library's kernel for each such node, by the runtime's own
+  profiling in one extra run of the example (``report.kernels``); a node
+  that ran its body instead fails the report;
 * sweeps that expose silent failures: every ONNX Runtime graph optimization
   level (a level whose results differ from ``disable_all`` is a fusion
   problem), batch sizes 1, the export batch and a large one, sequence lengths
@@ -55,20 +60,24 @@ from opbridge.verify.layers import map_modules
 from opbridge.verify.operators import map_calls
 from opbridge.verify.options import Sweep, VerifyOptions
 from opbridge.verify.report import (
+    BODY,
     FAIL,
     IN_ACCUMULATION,
     IN_BOTH,
     IN_EXPORT,
     IN_PATCHING,
+    KERNEL,
     NOT_APPLICABLE,
     ONNX_VS_REFERENCE,
     ONNX_VS_TORCH,
     PASS,
     TORCH_VS_REFERENCE,
+    UNKNOWN,
     WARN,
     Agreement,
     Cell,
     Check,
+    KernelRun,
     LayerResult,
     OperatorResult,
     ReferenceLayer,
@@ -79,6 +88,7 @@ from opbridge.verify.sweeps import BASE_LEVEL, DEFAULT_LEVEL, LARGE_BATCH_MIN, l
 
 __all__ = [
     "BASE_LEVEL",
+    "BODY",
     "DEFAULT_LEVEL",
     "DEFAULT_TOLERANCE",
     "DEFAULT_TOLERANCE_FLOAT64",
@@ -87,6 +97,7 @@ __all__ = [
     "IN_BOTH",
     "IN_EXPORT",
     "IN_PATCHING",
+    "KERNEL",
     "LARGE_BATCH_MIN",
     "LEVEL_ENUMS",
     "NOT_APPLICABLE",
@@ -94,11 +105,13 @@ __all__ = [
     "ONNX_VS_TORCH",
     "PASS",
     "TORCH_VS_REFERENCE",
+    "UNKNOWN",
     "WARN",
     "Agreement",
     "Cell",
     "Check",
     "Comparison",
+    "KernelRun",
     "LayerResult",
     "OperatorResult",
     "ReferenceLayer",

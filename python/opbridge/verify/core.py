@@ -25,11 +25,16 @@ from opbridge.verify.layers import LayerCheck, Recorder, record
 from opbridge.verify.operators import OperatorCheck
 from opbridge.verify.options import VerifyOptions
 from opbridge.verify.report import (
+    BODY,
     FAIL,
+    KERNEL,
+    NOT_APPLICABLE,
     PASS,
+    UNKNOWN,
     WARN,
     Cell,
     Check,
+    KernelRun,
     ReferenceRun,
     VerificationReport,
     counted,
@@ -257,10 +262,12 @@ def verify(
         factory=session_factory or session_factory_of(runtime),
         reference=reference,
         runtime_label=runtime.label,
+        runtime=runtime if session_factory is None else None,
     )
     run.open_sessions(proto, args, layers)
     run.open_bodies(proto)
     run.run()
+    run.check_kernels(proto)
     run.report_bodies()
     if reference is not None:
         run.compare_with_reference(args, layers)
@@ -341,6 +348,9 @@ class _Run:
     bodies: Any = None
     bodies_results: list[tuple[str, bool, float, float]] = field(default_factory=list)
     bodies_error: str | None = None
+    # The runtime whose own sessions verify runs (None for a session_factory's):
+    # it tells which library nodes ran their kernel (check_kernels).
+    runtime: runtimes.Runtime | None = None
 
     def error(self, where: str, message: str) -> None:
         """Records an error; the report lists each message once, with its count."""
@@ -414,6 +424,60 @@ class _Run:
         )
         self.bodies_results.append((case.label, passed, err, vs_kernels))
 
+    def check_kernels(self, proto) -> None:
+        """Whether the runtime ran the loaded library's kernel for each library
+        node that has a model-local function (a fallback body), by one run of
+        the example in a profiled session of the runtime
+        (:attr:`opbridge.runtimes.Runtime.library_kernels`); each call of
+        the operator check learns what its node ran."""
+        report = self.report
+        nodes = _nodes_with_bodies(proto)
+        if not nodes:
+            return
+        named, report.kernels = _named(proto, nodes)
+        if self.runtime is None:
+            report.kernel_check = (
+                "not run: the sessions come from session_factory; which library nodes ran "
+                "their kernel is known only for the runtime's own sessions"
+            )
+            for kernel in report.kernels:
+                kernel.ran, kernel.status = UNKNOWN, NOT_APPLICABLE
+            return
+        label, level = self.runtime_label, self.main_level
+        case = next((c for c in self.cases if c.label not in self.failed_cases), None)
+        ran = None
+        if self.runtime.library_kernels is None:
+            report.kernel_check = f"unknown: {label} does not tell which kernels ran"
+        elif case is None:
+            report.kernel_check = "not run: PyTorch ran no case"
+        else:
+            feeds = {
+                value.name: to_numpy(tensor)
+                for value, tensor in zip(graph_inputs(named), leaves(case.args), strict=False)
+            }
+            try:
+                ran = self.runtime.library_kernels(named, feeds, level)
+            except Exception as error:
+                report.kernel_check = f"not run: the profiled run failed: {one_line(error)}"
+                self.error(f"kernels, {case.label} at {level}", one_line(error))
+        for kernel in report.kernels:
+            if ran is None:
+                kernel.ran, kernel.status = UNKNOWN, NOT_APPLICABLE
+            else:
+                kernel.ran = KERNEL if kernel.node in ran else BODY
+                kernel.status = PASS if kernel.ran == KERNEL else FAIL
+        if ran is not None:
+            kernels = sum(k.ran == KERNEL for k in report.kernels)
+            report.kernel_check = (
+                f"{kernels} of {len(report.kernels)} library nodes with a fallback body ran the "
+                f"library's kernel in {label} at {level} ({case.label}, by {label}'s profiling)"
+            )
+        by_output = {value: k for k in report.kernels for value in k.outputs}
+        for result in report.operators:
+            found = next((by_output[v] for v in result.onnx_values if v in by_output), None)
+            if found is not None:
+                result.ran = found.ran
+
     def report_bodies(self) -> None:
         """The bodies' check in the report's structure checks."""
         if self.bodies is None and self.bodies_error is None:
@@ -425,9 +489,12 @@ class _Run:
         failed = [label for label, passed, _, _ in self.bodies_results if not passed]
         worst = max((r[2] for r in self.bodies_results), default=0.0)
         vs_kernels = max((r[3] for r in self.bodies_results), default=0.0)
+        against = "the kernels"
+        if any(k.ran == BODY for k in self.report.kernels):
+            against = f"{self.runtime_label} with the library (which ran bodies, not kernels)"
         detail = (
             f"{len(self.bodies_results)} cases in ONNX Runtime without the library: max abs err "
-            f"{worst:.3g} vs PyTorch, {vs_kernels:.3g} vs the kernels"
+            f"{worst:.3g} vs PyTorch, {vs_kernels:.3g} vs {against}"
         )
         if failed:
             detail += f"; outside the tolerance: {', '.join(failed)}"
@@ -595,6 +662,59 @@ class _Run:
             )
             return
         self.layers.compare(values, recorder, self.tolerance, case.label, level)
+
+
+def _nodes_with_bodies(proto) -> list[int]:
+    """The positions in the graph of its library nodes that have a
+    model-local function of their domain and op type (the ``function``
+    route's fallback body)."""
+    from opbridge._library import library_for_domain
+
+    functions = {(f.domain, f.name) for f in library_functions(proto).values()}
+    return [
+        i
+        for i, node in enumerate(proto.graph.node)
+        if library_for_domain(node.domain) is not None and (node.domain, node.op_type) in functions
+    ]
+
+
+def _named(proto, nodes: list[int]) -> tuple[Any, list[KernelRun]]:
+    """A copy of ``proto`` in which each node at the positions ``nodes`` has
+    a name of its own (``<op type>_<k>`` where it had none), and a KernelRun
+    for each, in graph order (what ran still unknown)."""
+    from opbridge._library import library_for_domain
+
+    copy = type(proto)()
+    copy.CopyFrom(proto)
+    taken = {node.name for node in copy.graph.node if node.name}
+    calls: dict[str, int] = {}
+    kernels = []
+    for index in nodes:
+        named = copy.graph.node[index]
+        if not named.name:
+            k = 1
+            while f"{named.op_type}_{k}" in taken:
+                k += 1
+            named.name = f"{named.op_type}_{k}"
+            taken.add(named.name)
+        library = library_for_domain(named.domain)
+        spec = next(
+            (s for s in library.specs().values() if s.get("onnx_type") == named.op_type), None
+        )
+        op = f"{library.torch_namespace}::{spec['name'] if spec else named.op_type}"
+        calls[op] = calls.get(op, 0) + 1
+        kernels.append(
+            KernelRun(
+                named.name,
+                f"{named.domain}::{named.op_type}",
+                op,
+                calls[op],
+                [value for value in named.output if value],
+                UNKNOWN,
+                NOT_APPLICABLE,
+            )
+        )
+    return copy, kernels
 
 
 def _run_session(session, case: Case) -> dict[str, np.ndarray]:

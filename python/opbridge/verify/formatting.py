@@ -36,6 +36,8 @@ def format_report(report) -> list[str]:
     lines += ["", *_outputs_section(report), "", *_sweeps_section(report), ""]
     lines += _layers_section(report)
     lines += ["", *_operators_section(report)]
+    if report.kernel_check:
+        lines += ["", *_kernels_section(report)]
     if report.reference is not None:
         lines += ["", *_reference_section(report)]
     failures = report.failures()
@@ -156,6 +158,15 @@ def _operators_section(report) -> list[str]:
             f"first divergence: {first.label} ({first.case}, {first.level}): "
             f"{describe(first.worst)}"
         )
+    return lines
+
+
+def _kernels_section(report) -> list[str]:
+    """Each library node with a fallback body: the library's kernel or the body."""
+    lines = [f"Library kernels (nodes with a fallback body): {report.kernel_check}"]
+    rows = [[k.op, str(k.call), k.node, k.onnx_op, k.ran, _mark(k.status)] for k in report.kernels]
+    if rows:
+        lines += _table(["operator", "call", "node", "onnx op", "ran", "result"], rows)
     return lines
 
 

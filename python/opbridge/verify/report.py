@@ -67,12 +67,42 @@ class OperatorResult:
     case: str = ""
     level: str = ""
     detail: str = ""
+    # What the runtime ran for the call's node: KERNEL, BODY or UNKNOWN ("" where
+    # verify did not look: a node without a fallback body runs its kernel).
+    ran: str = ""
 
     @property
     def label(self) -> str:
         """``acme::swiglu_clamp (call 1, in module mlp)``."""
         where = f"in module {self.module}" if self.module else "in the model's own forward"
         return f"{self.op} (call {self.call}, {where})"
+
+
+# What the runtime ran for a library node with a fallback body (KernelRun.ran).
+KERNEL = "kernel"
+BODY = "body"
+UNKNOWN = "unknown"
+
+
+@dataclass
+class KernelRun:
+    """A library node that has a model-local function (route ``function``: a
+    fallback body) and whose library is loaded: whether the runtime ran the
+    library's kernel for it, as it should, or the body, by the runtime's own
+    profiling (:attr:`opbridge.runtimes.Runtime.library_kernels`)."""
+
+    node: str  # the node's name ("<op type>_<k>" where the graph left it unnamed)
+    onnx_op: str  # "<domain>::<op type>"
+    op: str  # "<namespace>::<name>"
+    call: int  # 1 for the op's first node in the graph, 2 for the next, ...
+    outputs: list[str]
+    ran: str  # KERNEL, BODY or UNKNOWN
+    status: str  # pass (the kernel ran), fail (the body did), n/a (unknown)
+
+    @property
+    def label(self) -> str:
+        """``acme::soft_cap call 1 (node 'node_soft_cap', com.example.acme::SoftCap)``."""
+        return f"{self.op} call {self.call} (node {self.node!r}, {self.onnx_op})"
 
 
 @dataclass
@@ -161,6 +191,11 @@ class VerificationReport:
     operator_mapping: str = ""
     operators: list[OperatorResult] = field(default_factory=list)
     first_divergence_op: str | None = None
+    # The library nodes with a fallback body (route "function"): whether the
+    # runtime ran each one's kernel, and the line saying how that is known
+    # (or why it is not).
+    kernel_check: str = ""
+    kernels: list[KernelRun] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     # For float64 outputs (the same as rtol/atol when those were given).
     rtol_float64: float = 0.0
@@ -261,6 +296,13 @@ class VerificationReport:
                 f"operators: {len(calls)} of {len(self.operators)} calls diverge; first "
                 f"{first.label} ({first.case}, {first.level}): {describe(first.worst)}"
             )
+        bodies = [k for k in self.kernels if k.status == FAIL]
+        if bodies:
+            lines.append(
+                f"kernels: {len(bodies)} of {len(self.kernels)} library nodes ran their "
+                f"model-local function's body instead of the loaded library's kernel in "
+                f"{self.runtime} at {self.default_level}: " + "; ".join(k.label for k in bodies)
+            )
         diverging = [r for r in self.layers if r.status == FAIL]
         if diverging:
             first = diverging[0]
@@ -303,6 +345,7 @@ class VerificationReport:
             f.name: _plain(getattr(self, f.name)) for f in fields(self) if f.name != "onnx_model"
         }
         data["operators"] = [{**_json_safe(_plain(r)), "label": r.label} for r in self.operators]
+        data["kernels"] = [{**_plain(k), "label": k.label} for k in self.kernels]
         data["opbridge_version"] = VERSION
         data["failures"] = self.failures()
         return _json_safe(data)
