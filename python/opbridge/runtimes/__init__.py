@@ -12,23 +12,43 @@ function); a runtime defined outside opbridge calls :func:`register_runtime`.
 
 A session follows ONNX Runtime's Python interface, the part verify and bench
 use: ``get_inputs()`` and ``get_outputs()`` (objects with ``.name``) and
-``run(None, feeds) -> list of arrays``.
+``run(None, feeds) -> list of arrays``. A runtime's session of a model with a
+form it computes wrong (``Runtime.wrong_forms``) warns
+(:class:`WrongFormWarning`), or refuses one of a large known error
+(:class:`WrongFormError`), by ``Runtime.check_wrong_forms``.
 """
 
 from __future__ import annotations
 
 from opbridge.runtimes import onnxruntime, openvino
-from opbridge.runtimes.base import REPEATS, WARMUP, Runtime, median_ms
+from opbridge.runtimes.base import (
+    LARGE_ERROR,
+    REPEATS,
+    WARMUP,
+    Runtime,
+    WrongForm,
+    WrongFormError,
+    WrongFormUse,
+    WrongFormWarning,
+    median_ms,
+    reporting_wrong_forms,
+)
 
 __all__ = [
     "DEFAULT",
+    "LARGE_ERROR",
     "REPEATS",
     "WARMUP",
     "Runtime",
+    "WrongForm",
+    "WrongFormError",
+    "WrongFormUse",
+    "WrongFormWarning",
     "get",
     "median_ms",
     "names",
     "register_runtime",
+    "reporting_wrong_forms",
 ]
 
 # The built-in runtimes. A runtime module imports its runtime's own package

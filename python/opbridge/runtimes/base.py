@@ -2,14 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import os
 import statistics
+import sys
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 WARMUP = 3
 REPEATS = 15
+# A wrong form whose known error (max abs, against PyTorch) is this or more
+# is refused by a session, not only warned of: an error as large as the
+# values of a unit-scale model, whose outputs then carry none of its numbers.
+LARGE_ERROR = 1.0
 
 
 @dataclass
@@ -19,6 +28,123 @@ class RuntimeCheck:
     name: str
     ok: bool
     detail: str
+
+
+class WrongFormWarning(UserWarning):
+    """A session's model has a node of a form its runtime computes wrong in
+    some use (:attr:`Runtime.wrong_forms`); the message names the node, says
+    what is wrong and how to export the model without the form."""
+
+
+class WrongFormError(RuntimeError):
+    """A session refuses a model with a node of a form its runtime computes
+    wrong by a large error (:attr:`WrongForm.large`); the message names the
+    node, says what is wrong and how to export the model without the form,
+    or to pass ``allow_wrong_forms=True`` to the session."""
+
+
+@dataclass(frozen=True)
+class WrongForm:
+    """What a runtime computes wrong in one ONNX form: ``why`` (the uses it
+    computes wrong), and ``max_abs_err``, the largest error against PyTorch
+    known of it (float32; None when none was measured)."""
+
+    why: str
+    max_abs_err: float | None = None
+
+    @property
+    def large(self) -> bool:
+        """Whether its known error is :data:`LARGE_ERROR` or more: a session
+        refuses a model with it (``allow_wrong_forms=True`` to run it)."""
+        return self.max_abs_err is not None and self.max_abs_err >= LARGE_ERROR
+
+    def __str__(self) -> str:
+        return self.why
+
+
+@dataclass(frozen=True)
+class WrongFormUse:
+    """One node of a model in a form a runtime computes wrong: the ``form``
+    (``"com.microsoft::RotaryEmbedding"``), the node's name (``""`` for a node
+    without one), ``where`` it is (``"the graph"``, ``"a subgraph of node
+    'loop'"``, ``"function opbridge::RmsNorm"``) and what is ``wrong``."""
+
+    form: str
+    node: str
+    where: str
+    wrong: WrongForm
+
+    def label(self) -> str:
+        """``node 'rotary_q' (com.microsoft::RotaryEmbedding, in the graph)``."""
+        name = f"node {self.node!r}" if self.node else "a node without a name"
+        return f"{name} ({self.form}, in {self.where})"
+
+
+def form_of(domain: str, op_type: str) -> str:
+    """A node's form as ``wrong_forms`` and ``avoid`` name it: the op type
+    for ai.onnx, ``domain::op_type`` for any other domain."""
+    return f"{domain}::{op_type}" if domain not in ("", "ai.onnx") else op_type
+
+
+def wrong_form_uses(model: Any, wrong_forms: Mapping[str, WrongForm]) -> list[WrongFormUse]:
+    """Every node of ``model`` (an ``onnx.ModelProto``) whose form is one of
+    ``wrong_forms``, wherever it is: the graph, the subgraphs of If, Loop
+    and Scan nodes (at any depth), and the bodies of the model's functions."""
+    uses: list[WrongFormUse] = []
+
+    def visit(nodes: Any, where: str) -> None:
+        for node in nodes:
+            form = form_of(node.domain, node.op_type)
+            if form in wrong_forms:
+                uses.append(WrongFormUse(form, node.name, where, wrong_forms[form]))
+            inner = f"a subgraph of node {node.name!r}" if node.name else f"a subgraph of {form}"
+            for attribute in node.attribute:
+                if attribute.HasField("g"):
+                    visit(attribute.g.node, inner)
+                for subgraph in attribute.graphs:
+                    visit(subgraph.node, inner)
+
+    if wrong_forms:
+        visit(model.graph.node, "the graph")
+        for function in model.functions:
+            visit(function.node, f"function {form_of(function.domain, function.name)}")
+    return uses
+
+
+# Set while a caller that reports wrong forms itself (verify) opens sessions.
+_REPORTED_BY_CALLER: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "opbridge_wrong_forms_reported", default=False
+)
+
+
+@contextlib.contextmanager
+def reporting_wrong_forms() -> Iterator[None]:
+    """Within it, the sessions of opbridge's runtimes neither warn of nor
+    refuse the forms their runtime computes wrong: for a caller that reports
+    them itself (verify's "no operator ... computes wrong" check)."""
+    token = _REPORTED_BY_CALLER.set(True)
+    try:
+        yield
+    finally:
+        _REPORTED_BY_CALLER.reset(token)
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _stacklevel_outside_opbridge() -> int:
+    """The ``stacklevel`` for a ``warnings.warn`` in the caller that names
+    the first frame outside opbridge (the call of the user's)."""
+    frame, level = sys._getframe(1), 1
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE + os.sep):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+def _names(uses: list[WrongFormUse]) -> str:
+    shown = [use.label() for use in uses[:4]]
+    more = f" and {len(uses) - 4} more" if len(uses) > 4 else ""
+    return ", ".join(shown) + more
 
 
 @dataclass(frozen=True)
@@ -51,9 +177,13 @@ class Runtime:
       which ran as unknown.
     - ``wrong_forms``: ONNX operators (``"RotaryEmbedding"``,
       ``"com.microsoft::RotaryEmbedding"``) that this runtime computes wrong in
-      some use, each with what is wrong: an export for it avoids them
-      (:attr:`opbridge.export.ExportOptions.avoid`), and verify in it flags a
-      model that has one.
+      some use, each with what is wrong (a :class:`WrongForm`, or its ``why``
+      alone): an export for it avoids them
+      (:attr:`opbridge.export.ExportOptions.avoid`), verify in it flags a
+      model that has one, and its sessions warn of one
+      (:class:`WrongFormWarning`), or refuse one whose known error is large
+      (:class:`WrongFormError`; ``allow_wrong_forms=True`` runs it), by
+      :meth:`check_wrong_forms`.
     """
 
     name: str
@@ -68,11 +198,72 @@ class Runtime:
     facts: Callable[[], list[tuple[str, str]]] = field(default=lambda: [])
     checks: Callable[[], list[RuntimeCheck]] = field(default=lambda: [])
     library_kernels: Callable[..., set[str]] | None = None
-    wrong_forms: dict[str, str] = field(default_factory=dict)
+    wrong_forms: dict[str, WrongForm] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # A form given by its why alone is a WrongForm of no known error.
+        forms = {
+            form: wrong if isinstance(wrong, WrongForm) else WrongForm(str(wrong))
+            for form, wrong in self.wrong_forms.items()
+        }
+        object.__setattr__(self, "wrong_forms", forms)
 
     def avoid(self) -> frozenset[str]:
         """What an export for this runtime must not emit (``wrong_forms``)."""
         return frozenset(self.wrong_forms)
+
+    def wrong_form_uses(self, model: Any) -> list[WrongFormUse]:
+        """The nodes of ``model`` (an ``onnx.ModelProto``: its graph, subgraphs
+        and function bodies) in a form this runtime computes wrong."""
+        return wrong_form_uses(model, self.wrong_forms)
+
+    def check_wrong_forms(self, model: Any, *, allow_wrong_forms: bool = False) -> None:
+        """What a session of this runtime does with a model (an
+        ``onnx.ModelProto``) that has nodes of its ``wrong_forms``: raises
+        :class:`WrongFormError` for those of a large known error
+        (:attr:`WrongForm.large`), else warns (:class:`WrongFormWarning`),
+        naming the nodes, what is wrong, and how to export the model without
+        them. ``allow_wrong_forms=True``, or a caller that reports them
+        itself (:func:`reporting_wrong_forms`), does neither."""
+        if allow_wrong_forms or _REPORTED_BY_CALLER.get():
+            return
+        uses = self.wrong_form_uses(model)
+        refused = [use for use in uses if use.wrong.large]
+        if refused:
+            raise WrongFormError(self._wrong_forms_message(refused, refused=True))
+        if uses:
+            warnings.warn(
+                self._wrong_forms_message(uses, refused=False),
+                WrongFormWarning,
+                stacklevel=_stacklevel_outside_opbridge(),
+            )
+
+    def _wrong_forms_message(self, uses: list[WrongFormUse], *, refused: bool) -> str:
+        by_form: dict[str, list[WrongFormUse]] = {}
+        for use in uses:
+            by_form.setdefault(use.form, []).append(use)
+        parts = []
+        for found in by_form.values():
+            wrong = found[0].wrong
+            known = f" (known max abs error {wrong.max_abs_err:g})" if wrong.max_abs_err else ""
+            parts.append(f"{_names(found)}: {wrong.why}{known}")
+        forms = "{" + ", ".join(repr(form) for form in by_form) + "}"
+        way_out = (
+            f"export it for {self.label}, which gives each op another form "
+            f"(`opbridge export MODEL OUT --route ROUTE --runtime {self.name}`, or "
+            f"opbridge.onnx.export(..., avoid={forms}))"
+        )
+        if refused:
+            return (
+                f"opbridge: {self.label} computes {', '.join(by_form)} wrong by a large error, "
+                f"so the session refuses the model: {'; '.join(parts)}. Expected a model "
+                f"without {forms}: {way_out}, or pass allow_wrong_forms=True to run it as given"
+            )
+        return (
+            f"opbridge: {self.label} computes {', '.join(by_form)} wrong in some uses: "
+            f"{'; '.join(parts)}. For a model without {forms}, {way_out}; "
+            f"allow_wrong_forms=True runs it as given without this warning"
+        )
 
     def timer(self, threads: int | None = None, level: str | None = None) -> Callable:
         """``timer(op, route, model_bytes, feeds) -> ms``: the median of

@@ -251,6 +251,7 @@ def InferenceSession(
     *,
     optimization_level: str | None = None,
     threads: int | None = None,
+    allow_wrong_forms: bool = False,
     **kwargs: Any,
 ):
     """An ``onnxruntime.InferenceSession`` with opbridge's library registered,
@@ -271,7 +272,11 @@ def InferenceSession(
     Runtime cannot read (a truncated file, an IR version newer than the
     runtime's, a domain version the loaded library lacks, a domain no loaded
     library provides, an op type its library lacks) gets an error that says
-    what to change.
+    what to change. A model with a form ONNX Runtime's runtime lists as
+    computed wrong (``RUNTIME.wrong_forms``, none today) is warned of
+    (:class:`~opbridge.runtimes.WrongFormWarning`), or refused where its
+    known error is large (:class:`~opbridge.runtimes.WrongFormError`);
+    ``allow_wrong_forms=True`` runs it as given.
     """
     import onnxruntime
 
@@ -290,6 +295,7 @@ def InferenceSession(
     proto = load_model(path_or_bytes)
     needed = libraries_for(proto)
     check_op_types(proto)
+    RUNTIME.check_wrong_forms(proto, allow_wrong_forms=allow_wrong_forms)
     options = session_options(sess_options, needed)
     if level is not None:
         options.graph_optimization_level = level

@@ -264,35 +264,40 @@ def verify(
         runtime_label=runtime.label,
         runtime=runtime if session_factory is None else None,
     )
-    run.open_sessions(proto, args, layers)
-    run.open_bodies(proto)
-    run.run()
-    run.check_kernels(proto)
-    run.report_bodies()
-    if reference is not None:
-        run.compare_with_reference(args, layers)
+    # The report has the wrong forms' check: its sessions neither warn of them
+    # nor refuse them, so that a model that has one is reported on.
+    with runtimes.reporting_wrong_forms():
+        run.open_sessions(proto, args, layers)
+        run.open_bodies(proto)
+        run.run()
+        run.check_kernels(proto)
+        run.report_bodies()
+        if reference is not None:
+            run.compare_with_reference(args, layers)
     report.passed = not report.failures()
     return report
 
 
 def _wrong_forms_check(proto, runtime: runtimes.Runtime) -> Check:
     """Whether the model has an ONNX operator the runtime computes wrong in
-    some use (:attr:`opbridge.runtimes.Runtime.wrong_forms`): a warning that
-    says what is wrong, since verify's cases may not hit the wrong use."""
-    from opbridge.export.functions import library_functions
-
-    graphs = [proto.graph.node, *(f.node for f in library_functions(proto).values())]
-    found = {}
-    for nodes in graphs:
-        for node in nodes:
-            key = f"{node.domain}::{node.op_type}" if node.domain else node.op_type
-            if key in runtime.wrong_forms:
-                found[key] = runtime.wrong_forms[key]
+    some use (:attr:`opbridge.runtimes.Runtime.wrong_forms`; the nodes its
+    sessions warn of or refuse, :meth:`Runtime.wrong_form_uses`): a warning
+    that says what is wrong and where, since verify's cases may not hit the
+    wrong use."""
+    found: dict[str, list[str]] = {}
+    for use in runtime.wrong_form_uses(proto):
+        found.setdefault(use.form, []).append(repr(use.node) if use.node else "(no name)")
     title = f"no operator {runtime.label} computes wrong"
     if not found:
         return Check(title, PASS, f"none of {sorted(runtime.wrong_forms)}")
-    detail = "; ".join(f"{op}: {why}" for op, why in sorted(found.items()))
-    return Check(title, WARN, f"{detail} (export for {runtime.name} to avoid them)")
+    parts = []
+    for form, nodes in sorted(found.items()):
+        wrong = runtime.wrong_forms[form]
+        named = ", ".join(nodes[:4]) + (f" and {len(nodes) - 4} more" if len(nodes) > 4 else "")
+        refused = "; its sessions refuse it outside verify" if wrong.large else ""
+        known = f"known max abs error {wrong.max_abs_err:g}; " if wrong.max_abs_err else ""
+        parts.append(f"{form}: {wrong.why} ({known}node{'s' * (len(nodes) > 1)} {named}{refused})")
+    return Check(title, WARN, f"{'; '.join(parts)} (export for {runtime.name} to avoid them)")
 
 
 def _batch_one_warning(args: tuple, dynamic: bool) -> list[str]:
