@@ -15,9 +15,12 @@
 //   SumProducts(a0, b0, ...)      a_k * b_k is added into the row's sum k
 //   Columns(v0, ...)              v_k is added into per-column sum k
 //   ColumnProducts(a0, b0, ...)   a_k * b_k is added into per-column sum k
+//   Maxes(v0, ...)                the row's maximum k is taken over v_k
 //
-// joined with +. ForColumns runs the pass and returns the row's sums in
-// double. The skeleton owns the parts every such kernel needs:
+// joined with +. ForColumns runs the pass and returns the row's sums, then
+// its maxima, in double. MaxAndSumExp is the online form of a softmax's
+// statistics: the row's maximum and the sum of exp(z - maximum) in one pass.
+// The skeleton owns the parts every such kernel needs:
 //
 //   - 16-bit storage: inputs widen to float32 lanes, outputs round to nearest
 //     even (on every target, also where Highway's float16 demotion
@@ -79,11 +82,13 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
 #include "opbridge/half.h"
 #include "opbridge/simd-inl.h"
+#include "opbridge/toolkit/math-inl.h"
 #include "opbridge/toolkit/rows.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -140,7 +145,7 @@ constexpr size_t BitCount(uint64_t bits) { return bits == 0 ? 0 : (bits & 1) + B
 // sum_a[k] * sum_b[i] where it is set, i counting the set bits below k (the
 // products' second factors, in order); likewise for the per-column sums.
 template <class V, size_t kWrites, size_t kSums, size_t kColumns, uint64_t kSumProducts = 0,
-          uint64_t kColumnProducts = 0>
+          uint64_t kColumnProducts = 0, size_t kMaxes = 0>
 struct Step {
   static_assert(kSums <= 64 && kColumns <= 64, "at most 64 sums of each kind");
   std::array<V, kWrites> writes;
@@ -148,6 +153,7 @@ struct Step {
   std::array<V, internal::BitCount(kSumProducts)> sum_b;
   std::array<V, kColumns> column_a;
   std::array<V, internal::BitCount(kColumnProducts)> column_b;
+  std::array<V, kMaxes> maxes;
 };
 
 namespace internal {
@@ -188,6 +194,15 @@ HWY_INLINE auto SumProducts(V a, V b, Vs... rest) {
   return step;
 }
 
+// Maxes(v0, ...): the row's maximum k is taken over v_k (lanes of the
+// padding past the row's end take no part).
+template <class V, class... Vs>
+HWY_INLINE Step<V, 0, 0, 0, 0, 0, 1 + sizeof...(Vs)> Maxes(V v, Vs... vs) {
+  Step<V, 0, 0, 0, 0, 0, 1 + sizeof...(Vs)> step;
+  step.maxes = {v, vs...};
+  return step;
+}
+
 template <class V, class... Vs>
 HWY_INLINE Step<V, 0, 0, 1 + sizeof...(Vs)> Columns(V v, Vs... vs) {
   Step<V, 0, 0, 1 + sizeof...(Vs)> step;
@@ -214,27 +229,28 @@ HWY_INLINE void ConcatInto(std::array<V, kA + kB>& out, const std::array<V, kA>&
 }
 }  // namespace internal
 
-// Both steps' parts, in order (a's outputs and sums first).
-template <class V, size_t kW1, size_t kS1, size_t kC1, uint64_t kSP1, uint64_t kCP1, size_t kW2, size_t kS2,
-          size_t kC2, uint64_t kSP2, uint64_t kCP2>
-HWY_INLINE auto operator+(const Step<V, kW1, kS1, kC1, kSP1, kCP1>& a,
-                          const Step<V, kW2, kS2, kC2, kSP2, kCP2>& b) {
+// Both steps' parts, in order (a's outputs, sums and maxima first).
+template <class V, size_t kW1, size_t kS1, size_t kC1, uint64_t kSP1, uint64_t kCP1, size_t kM1, size_t kW2,
+          size_t kS2, size_t kC2, uint64_t kSP2, uint64_t kCP2, size_t kM2>
+HWY_INLINE auto operator+(const Step<V, kW1, kS1, kC1, kSP1, kCP1, kM1>& a,
+                          const Step<V, kW2, kS2, kC2, kSP2, kCP2, kM2>& b) {
   constexpr uint64_t kSP = kSP1 | (kS1 >= 64 ? 0 : kSP2 << kS1);
   constexpr uint64_t kCP = kCP1 | (kC1 >= 64 ? 0 : kCP2 << kC1);
-  Step<V, kW1 + kW2, kS1 + kS2, kC1 + kC2, kSP, kCP> step;
+  Step<V, kW1 + kW2, kS1 + kS2, kC1 + kC2, kSP, kCP, kM1 + kM2> step;
   internal::ConcatInto(step.writes, a.writes, b.writes);
   internal::ConcatInto(step.sum_a, a.sum_a, b.sum_a);
   internal::ConcatInto(step.sum_b, a.sum_b, b.sum_b);
   internal::ConcatInto(step.column_a, a.column_a, b.column_a);
   internal::ConcatInto(step.column_b, a.column_b, b.column_b);
+  internal::ConcatInto(step.maxes, a.maxes, b.maxes);
   return step;
 }
 
 template <typename S>
 struct StepTraits;
-template <class V, size_t kW, size_t kS, size_t kC, uint64_t kSP, uint64_t kCP>
-struct StepTraits<Step<V, kW, kS, kC, kSP, kCP>> {
-  static constexpr size_t kWrites = kW, kSums = kS, kColumns = kC;
+template <class V, size_t kW, size_t kS, size_t kC, uint64_t kSP, uint64_t kCP, size_t kM>
+struct StepTraits<Step<V, kW, kS, kC, kSP, kCP, kM>> {
+  static constexpr size_t kWrites = kW, kSums = kS, kColumns = kC, kMaxes = kM;
   static constexpr uint64_t kSumProducts = kSP, kColumnProducts = kCP;
 };
 
@@ -393,15 +409,24 @@ HWY_INLINE void AddSums(const S& s, std::array<hn::VFromD<D>, StepTraits<S>::kSu
   }
 }
 
-template <bool kStream, int kPrefetch, typename T, class D, class Body, class... In>
+template <class D, class S>
+HWY_INLINE void AddMaxes(const S& s, std::array<hn::VFromD<D>, StepTraits<S>::kMaxes>& acc) {
+  for (size_t k = 0; k < StepTraits<S>::kMaxes; ++k) acc[k] = hn::Max(acc[k], s.maxes[k]);
+}
+
+// The full vectors of a pass: the row sums added into totals[k] (flushed to
+// double every kSumBlock elements), the maxima into max_acc[k] (lanes).
+template <bool kStream, int kPrefetch, typename T, class D, class Body, class MaxAcc, class... In>
 HWY_INLINE void FullVectors(D d, const Pass<T>& pass, const Body& body, int64_t full, double* totals,
-                            const In*... in) {
+                            MaxAcc& max_acc, const In*... in) {
   using S = decltype(body(d, rows::Load(d, in)...));
   using Traits = StepTraits<S>;
   constexpr size_t kSums = Traits::kSums;
+  constexpr size_t kMaxes = Traits::kMaxes;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   std::array<hn::VFromD<D>, kSums> acc0, acc1;
-  auto step = [&](int64_t j, std::array<hn::VFromD<D>, kSums>& acc) {
+  std::array<hn::VFromD<D>, kMaxes> max1 = max_acc;
+  auto step = [&](int64_t j, std::array<hn::VFromD<D>, kSums>& acc, std::array<hn::VFromD<D>, kMaxes>& mx) {
     if constexpr (kPrefetch > 0) hwy::Prefetch(pass.prefetch[0] + j);
     if constexpr (kPrefetch > 1) hwy::Prefetch(pass.prefetch[1] + j);
     const S s = body(d, rows::Load(d, in + j)...);
@@ -413,6 +438,7 @@ HWY_INLINE void FullVectors(D d, const Pass<T>& pass, const Body& body, int64_t 
       }
     }
     AddSums<D>(s, acc);
+    AddMaxes<D>(s, mx);
     for (size_t k = 0; k < Traits::kColumns; ++k) {
       ComputeType<T>* column = pass.columns[k];
       if (column != nullptr) {
@@ -422,21 +448,22 @@ HWY_INLINE void FullVectors(D d, const Pass<T>& pass, const Body& body, int64_t 
     }
   };
   int64_t j = 0;
-  if constexpr (kSums > 0) {
+  if constexpr (kSums > 0 || kMaxes > 0) {
     while (j < full) {
       const int64_t block_end = std::min(full, j + kSumBlock);
       for (size_t k = 0; k < kSums; ++k) acc0[k] = acc1[k] = hn::Zero(d);
       for (; j + 2 * lanes <= block_end; j += 2 * lanes) {
-        step(j, acc0);
-        step(j + lanes, acc1);
+        step(j, acc0, max_acc);
+        step(j + lanes, acc1, max1);
       }
-      for (; j < block_end; j += lanes) step(j, acc0);
+      for (; j < block_end; j += lanes) step(j, acc0, max_acc);
       for (size_t k = 0; k < kSums; ++k) {
         totals[k] += static_cast<double>(hn::GetLane(hn::SumOfLanes(d, hn::Add(acc0[k], acc1[k]))));
       }
     }
+    for (size_t k = 0; k < kMaxes; ++k) max_acc[k] = hn::Max(max_acc[k], max1[k]);
   } else {
-    for (; j < full; j += lanes) step(j, acc0);
+    for (; j < full; j += lanes) step(j, acc0, max_acc);
   }
 }
 
@@ -471,8 +498,10 @@ HWY_NOINLINE std::array<double, kSums> SumsInDouble(const Pass<T>& pass, const B
 // Runs body over one row's columns [0, pass.cols): body(d, in_0[j..], ...)
 // for each vector of columns (the last one zero-padded), with every input
 // pointer at this row's (or, for a column vector, the tensor's) first
-// element, all of storage type T. Returns the row sums of the body's Sums
-// and SumProducts in double.
+// element, all of storage type T. Returns, in double, the row sums of the
+// body's Sums and SumProducts, then the row maxima of its Maxes (-inf for an
+// empty row; a NaN among a maximum's terms may or may not be kept, by target:
+// a kernel that must propagate NaN lets it reach a sum too).
 template <typename T, class Body, class... In>
 HWY_INLINE auto ForColumns(const Pass<T>& pass, const Body& body, const In*... in) {
   static_assert((std::is_same_v<In, T> && ...), "a pass's inputs are of the pass's storage type");
@@ -481,7 +510,11 @@ HWY_INLINE auto ForColumns(const Pass<T>& pass, const Body& body, const In*... i
   using S = decltype(body(d, rows::Load(d, in)...));
   using Traits = StepTraits<S>;
   constexpr size_t kSums = Traits::kSums;
-  std::array<double, kSums> totals{};
+  constexpr size_t kMaxes = Traits::kMaxes;
+  std::array<double, kSums + kMaxes> totals{};
+  std::array<hn::VFromD<decltype(d)>, kMaxes> max_acc;
+  const auto lowest = hn::Set(d, -std::numeric_limits<C>::infinity());
+  for (size_t k = 0; k < kMaxes; ++k) max_acc[k] = lowest;
   const int64_t cols = pass.cols;
   const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
   const int64_t full = cols - cols % lanes;
@@ -490,16 +523,16 @@ HWY_INLINE auto ForColumns(const Pass<T>& pass, const Body& body, const In*... i
   if constexpr (Traits::kWrites == 0) {
     // A reduction: no stores to stream, nothing fetched ahead (its row is
     // the one the following passes read from cache).
-    internal::FullVectors<false, 0>(d, pass, body, full, totals.data(), in...);
+    internal::FullVectors<false, 0>(d, pass, body, full, totals.data(), max_acc, in...);
   } else {
     auto run = [&](auto stream_tag) {
       constexpr bool kStream = decltype(stream_tag)::value;
       if (pass.prefetches >= 2) {
-        internal::FullVectors<kStream, 2>(d, pass, body, full, totals.data(), in...);
+        internal::FullVectors<kStream, 2>(d, pass, body, full, totals.data(), max_acc, in...);
       } else if (pass.prefetches == 1) {
-        internal::FullVectors<kStream, 1>(d, pass, body, full, totals.data(), in...);
+        internal::FullVectors<kStream, 1>(d, pass, body, full, totals.data(), max_acc, in...);
       } else {
-        internal::FullVectors<kStream, 0>(d, pass, body, full, totals.data(), in...);
+        internal::FullVectors<kStream, 0>(d, pass, body, full, totals.data(), max_acc, in...);
       }
     };
     if (aligned) {
@@ -517,6 +550,9 @@ HWY_INLINE auto ForColumns(const Pass<T>& pass, const Body& body, const In*... i
       const auto term = hn::IfThenElseZero(mask, internal::Term<Traits::kSumProducts>(s.sum_a, s.sum_b, k));
       totals[k] += static_cast<double>(hn::GetLane(hn::SumOfLanes(d, term)));
     }
+    for (size_t k = 0; k < kMaxes; ++k) {
+      max_acc[k] = hn::Max(max_acc[k], hn::IfThenElse(mask, s.maxes[k], lowest));
+    }
     for (size_t k = 0; k < Traits::kColumns; ++k) {
       C* column = pass.columns[k];
       if (column != nullptr) {
@@ -530,9 +566,69 @@ HWY_INLINE auto ForColumns(const Pass<T>& pass, const Body& body, const In*... i
   if constexpr (kSums > 0 && !std::is_same_v<C, double>) {
     bool finite = true;
     for (size_t k = 0; k < kSums; ++k) finite = finite && std::isfinite(totals[k]);
-    if (!finite) totals = internal::SumsInDouble<kSums>(pass, body, in...);
+    if (!finite) {
+      const std::array<double, kSums> sums = internal::SumsInDouble<kSums>(pass, body, in...);
+      for (size_t k = 0; k < kSums; ++k) totals[k] = sums[k];
+    }
+  }
+  for (size_t k = 0; k < kMaxes; ++k) {
+    totals[kSums + k] = static_cast<double>(hn::GetLane(hn::MaxOfLanes(d, max_acc[k])));
   }
   return totals;
+}
+
+// The online form of a softmax's row statistics: for z = body(d, in...)
+// over the row's columns, {m, s} with m = max(z) and s = sum(exp(z - m)), in
+// one pass (each lane keeps its own maximum and rescales its sum when that
+// grows; the lanes are joined at the end), so a row is read once even where
+// it does not fit in the cache. An empty row (or one of -inf only) gives
+// {-inf, 0}; a NaN in z gives a NaN s. log(s) + m is the row's logsumexp.
+template <typename T, class Body, class... In>
+HWY_INLINE std::array<double, 2> MaxAndSumExp(const Pass<T>& pass, const Body& body, const In*... in) {
+  static_assert((std::is_same_v<In, T> && ...), "a pass's inputs are of the pass's storage type");
+  using C = ComputeType<T>;
+  const Tag<T> d;
+  using V = hn::VFromD<decltype(d)>;
+  const V lowest = hn::Set(d, -std::numeric_limits<C>::infinity());
+  const int64_t cols = pass.cols;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(d));
+  V m = lowest;
+  V sum = hn::Zero(d);
+  auto add = [&](V z) {
+    const V grown = hn::Max(m, z);
+    // A lane whose maximum grew rescales its sum (exp(m - grown) < 1); a lane
+    // still at -inf has nothing to rescale (and -inf - -inf is NaN).
+    const auto changed = hn::And(hn::Lt(m, grown), hn::Gt(m, lowest));
+    if (!hn::AllFalse(d, changed)) {
+      sum = hn::IfThenElse(changed, hn::Mul(sum, toolkit::Exp(d, hn::Sub(m, grown))), sum);
+    }
+    m = grown;
+    const V term = toolkit::Exp(d, hn::Sub(z, m));
+    // exp(z - m) where m is -inf: z is -inf too, and the term is 0.
+    sum = hn::Add(sum, hn::IfThenElseZero(hn::Gt(m, lowest), term));
+    // A NaN z: its lane's sum becomes NaN whatever Max made of it.
+    sum = hn::IfThenElse(hn::Eq(z, z), sum, z);
+  };
+  int64_t j = 0;
+  for (; j + lanes <= cols; j += lanes) add(body(d, rows::Load(d, in + j)...));
+  if (j < cols) {
+    const int64_t rest = cols - j;
+    const auto mask = hn::FirstN(d, static_cast<size_t>(rest));
+    add(hn::IfThenElse(mask, body(d, rows::LoadTail(d, in + j, rest)...), lowest));
+  }
+  alignas(64) C lane_max[simd::kMaxLanes];
+  alignas(64) C lane_sum[simd::kMaxLanes];
+  hn::Store(m, d, lane_max);
+  hn::Store(sum, d, lane_sum);
+  double row_max = -std::numeric_limits<double>::infinity();
+  for (int64_t k = 0; k < lanes; ++k) row_max = std::max(row_max, static_cast<double>(lane_max[k]));
+  double total = 0.0;
+  for (int64_t k = 0; k < lanes; ++k) {
+    const double s = static_cast<double>(lane_sum[k]);
+    if (std::isnan(s)) return {row_max, s};
+    if (lane_max[k] > -std::numeric_limits<C>::infinity()) total += s * std::exp(lane_max[k] - row_max);
+  }
+  return {row_max, total};
 }
 
 // ---------------------------------------------------------------------------

@@ -92,10 +92,18 @@ bool RowsStreamOutput(int64_t elements) {
 
 // body(RowRange{begin, end}) over ranges covering [0, rows), of about 32K
 // elements each, handed out dynamically to the host's threads. Nothing is
-// done for an empty problem.
+// done without rows; rows of no columns are one range, on the calling
+// thread (their per-row outputs are still written: the logsumexp of no
+// values is -inf).
 template <typename Body>
 void ForRowRanges(int64_t rows, int64_t cols, const ParallelFor& parallel_for, const Body& body) {
-  if (rows <= 0 || cols <= 0) return;
+  if (rows <= 0) return;
+  if (cols <= 0) {
+    RowRange range;
+    range.end = rows;
+    body(range);
+    return;
+  }
   DynamicFor(parallel_for, rows, RowGrain(cols), [&](int64_t begin, int64_t end) {
     RowRange range;
     range.begin = begin;
@@ -159,7 +167,8 @@ class RowBinding {
     if (shape_input < args.input_infos.size()) {
       const Shape& shape = args.input_infos[shape_input].shape;
       cols_ = shape.empty() ? 1 : shape.back();
-      rows_ = cols_ <= 0 ? 0 : NumElements(shape) / cols_;
+      rows_ = 1;
+      for (size_t k = 0; k + 1 < shape.size(); ++k) rows_ *= shape[k];
     }
     tensors_.cols = cols_;
   }

@@ -1,9 +1,10 @@
-"""my_fused_ops: the articles' fused_norm, and swiglu_clamp (written with the
-SDK's kernel toolkit), built with the opbridge SDK.
+"""my_fused_ops: the articles' fused_norm, swiglu_clamp and softmax_lse
+(written with the SDK's kernel toolkit), built with the opbridge SDK.
 
-Importing the package loads the library: torch.ops.myops.fused_norm and
-torch.ops.myops.swiglu_clamp in PyTorch and ONNX domain "com.example.myops" for ONNX Runtime
-(opbridge.ort.InferenceSession registers it for models that use it).
+Importing the package loads the library: torch.ops.myops.fused_norm,
+torch.ops.myops.swiglu_clamp and torch.ops.myops.softmax_lse in PyTorch and
+ONNX domain "com.example.myops" for ONNX Runtime (opbridge.ort.InferenceSession
+registers it for models that use it).
 """
 
 import opbridge
@@ -12,7 +13,18 @@ from my_fused_ops import my_fused_ops_torch as _native
 LIBRARY = opbridge.load_library(_native)
 
 from my_fused_ops.functional import CARD, FusedNorm, fused_norm  # noqa: E402
+from my_fused_ops.softmax import CARD as SOFTMAX_LSE_CARD  # noqa: E402
+from my_fused_ops.softmax import softmax_lse  # noqa: E402
 from my_fused_ops.swiglu import CARD as SWIGLU_CLAMP_CARD  # noqa: E402
 from my_fused_ops.swiglu import swiglu_clamp  # noqa: E402
 
-__all__ = ["CARD", "LIBRARY", "SWIGLU_CLAMP_CARD", "FusedNorm", "fused_norm", "swiglu_clamp"]
+__all__ = [
+    "CARD",
+    "LIBRARY",
+    "SOFTMAX_LSE_CARD",
+    "SWIGLU_CLAMP_CARD",
+    "FusedNorm",
+    "fused_norm",
+    "softmax_lse",
+    "swiglu_clamp",
+]
