@@ -57,6 +57,11 @@ def test_compile():
     checks.check_compile(CARD)
 
 
+def test_value_domains():
+    # x takes -inf (spec.h: .Values("x", kNegInfValues)): masked logits.
+    checks.check_value_domains(CARD)
+
+
 EXPORTS = checks.export_cases()
 
 

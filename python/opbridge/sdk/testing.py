@@ -15,6 +15,8 @@ when the operator fails it:
   then ONNX Runtime equal to PyTorch at ``ORT_DISABLE_ALL`` and
   ``ORT_ENABLE_ALL``, with the node types the route promises
   (:func:`export_cases`: every route, exporter and opset to run it at);
+- :func:`check_value_domains`: the op computes its reference's results for
+  every non-finite value its spec declares an input takes (``.Values``);
 - :func:`check_bad_input`: every :func:`bad_inputs` case (an integer first
   input, a second tensor input of another floating dtype, a first input of a
   floating dtype the op does not take, an attribute value the caller names
@@ -662,3 +664,43 @@ def check_bad_input(card, invalid_attrs: Mapping[str, Iterable] | None = None) -
     values the op must refuse) is refused (:func:`check_refused`)."""
     for bad in bad_inputs(card, invalid_attrs):
         check_refused(card, bad)
+
+
+_DOMAIN_VALUES = {"-inf": float("-inf"), "+inf": float("inf"), "nan": float("nan")}
+
+
+@_guarded
+def check_value_domains(card) -> None:
+    """The op takes every non-finite value its spec declares for an input
+    (``.Values("x", kNegInfValues)``: ``Library.specs()[op]["values"]``) and
+    computes what its reference does with it: for each declared value, the
+    typical float32 sample with every third element of that input (along
+    its flattened data, the first included) set to it, compared with the
+    reference within float32's tolerance, NaN where the reference gives NaN.
+    An op that declares no value for any input passes."""
+    spec = _spec(card)
+    inputs = {p["name"] for p in spec["inputs"]}
+    sample = _typical_sample(card)
+    tol = TOLERANCES[torch.float32]
+    for tensor, taken in sorted(spec.get("values", {}).items()):
+        if tensor not in inputs:
+            continue
+        position = [p["name"] for p in spec["inputs"]].index(tensor)
+        if position >= len(sample.args) or not isinstance(sample.args[position], torch.Tensor):
+            continue
+        for value in taken:
+            data = sample.args[position].detach().clone()
+            data.view(-1)[::3] = _DOMAIN_VALUES[value]
+            case = _with_argument(spec, sample, tensor, data)
+            what = f"{card.namespace}::{card.name} with {value} in {tensor!r} ({sample!r})"
+            expected = card.reference(*case.args, **case.kwargs)
+            actual = card.call(*case.args, **case.kwargs)
+            for i, (a, e) in enumerate(zip(_as_tuple(actual), _as_tuple(expected), strict=True)):
+                torch.testing.assert_close(
+                    a,
+                    e,
+                    atol=tol,
+                    rtol=tol,
+                    equal_nan=True,
+                    msg=lambda m, i=i: f"{what}, output {i}: {m}",
+                )
