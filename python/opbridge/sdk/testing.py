@@ -702,5 +702,5 @@ def check_value_domains(card) -> None:
                     atol=tol,
                     rtol=tol,
                     equal_nan=True,
-                    msg=lambda m, i=i: f"{what}, output {i}: {m}",
+                    msg=lambda m, i=i, what=what: f"{what}, output {i}: {m}",
                 )
