@@ -473,7 +473,7 @@ def verdicts(report: dict) -> list[dict]:
     for (op, shape, dtype, threads, pass_), impls in cases.items():
         if dram is None or list(shape) != dram or dtype != "float32":
             continue
-        for target_pass, against, goal in OP_TARGETS.get(op, TARGETS):
+        for target_pass, against, goal in OP_TARGETS.get(op.split("::")[-1], TARGETS):
             if target_pass != pass_:
                 continue
             measured = ratio(impls, against, "opbridge_torch")
