@@ -1,7 +1,7 @@
 """The documentation's code cannot rot: every ```python block of the guides
-(docs/guides/*.md), the getting-started page and the README runs here, each
-page's blocks in order in one namespace, with a fresh temporary directory as
-the working directory.
+(docs/guides/*.md), the getting-started and benchmarks pages and the README
+runs here, each page's blocks in order in one namespace, with a fresh
+temporary directory as the working directory.
 
 A block that must not run here (it needs a GPU, a download, another
 environment, or a file of the reader's) is marked ```python {.no-run} and is
@@ -20,6 +20,7 @@ ROOT = Path(__file__).parents[1]
 PAGES = [
     ROOT / "README.md",
     ROOT / "docs" / "getting-started.md",
+    ROOT / "docs" / "benchmarks.md",
     *sorted((ROOT / "docs" / "guides").glob("*.md")),
 ]
 # A fenced block: an opening ``` line (maybe indented, inside a list), its

@@ -318,3 +318,90 @@ def test_max_abs_diff_takes_bfloat16_and_onnx_runtime_arrays():
     assert max_abs_diff(got, expected) == 0.5
     assert max_abs_diff((got.requires_grad_(),), expected) == 0.5
     assert max_abs_diff([np.array([1.0, 2.0, -2.0], dtype=np.float32)], expected) == 1.0
+
+
+def _bench_args(*argv):
+    import argparse
+
+    from opbridge.cli import bench as bench_cli
+
+    parser = argparse.ArgumentParser()
+    bench_cli.add_arguments(parser)
+    return bench_cli, parser.parse_args(list(argv))
+
+
+def test_ops_run_alone_unless_models_are_asked_for(tmp_path):
+    """``--ops`` times those ops only: no demo model and no end-to-end
+    models, in a full run too, unless ``--models`` names them."""
+    cli, args = _bench_args("--ops", "scaled_clamp")
+    assert cli.end_to_end_models(args) == [] and not cli.runs_demo_model(args)
+    cli, args = _bench_args("--ops", "scaled_clamp", "--models", "vision")
+    assert cli.end_to_end_models(args) == ["vision"] and not cli.runs_demo_model(args)
+    cli, args = _bench_args()
+    assert cli.end_to_end_models(args) == list(bench.bench_models.MODEL_NAMES)
+    assert cli.runs_demo_model(args)
+    out = tmp_path / "ops.json"
+    argv = ["bench", "--quick", "--ops", "scaled_clamp", "--sizes", "small", "--threads", "1"]
+    argv += ["--impls", "opbridge_torch", "--no-backward", "--json", str(out)]
+    assert main(argv) == 0
+    assert {r["op"] for r in json.loads(out.read_text())["results"]} == {"scaled_clamp"}
+
+
+def test_torch_compile_is_compiled_and_warmed_before_its_timed_calls(monkeypatch):
+    """Every pass compiles torch.compile's callable (its forward, and its
+    backward on the first fwd+bwd call) before the timed calls, even with
+    no warm-up asked for: no timed call compiles, so a row's figure does
+    not depend on what ran before it."""
+    from opbridge.bench import runner
+
+    passes = []
+
+    def counting(fn, warmup, iters, budget_s):
+        compiled = []
+
+        def call():
+            before = bench.compilations()
+            fn()
+            compiled.append(bench.compilations() - before)
+
+        times = bench.time_calls(call, warmup, iters, budget_s)
+        passes.append((compiled, len(times)))
+        return times
+
+    monkeypatch.setattr(runner, "time_calls", counting)
+    settings = bench.Settings(
+        thread_counts=[1],
+        dtypes=["float32"],
+        ops=["scaled_clamp"],
+        sizes={"small": [1, 64]},
+        model_sizes={},
+        warmup=0,
+        iters=3,
+        budget_s=0.0,
+        backward=True,
+        impls=["torch_compile"],
+    )
+    results = bench.run_benchmark(settings, log=lambda line: None)["results"]
+    assert [(r["impl"], r["pass"]) for r in results] == [
+        ("torch_compile", "fwd"),
+        ("torch_compile", "fwd+bwd"),
+    ]
+    assert len(passes) == 2
+    for compiled, timed in passes:
+        assert timed == 3 and compiled[-timed:] == [0] * timed, compiled
+        # Each pass compiles afresh, in its untimed calls.
+        assert sum(compiled) > 0, compiled
+
+
+def test_time_call_times_an_op_as_the_bench_does():
+    x = torch.randn(4, 64, requires_grad=True)
+    compiled = torch.compile(lambda x: torch.sin(2 * x), dynamic=False)
+    before = torch.get_num_threads()
+    timing = bench.time_call(compiled, x, backward=True, warmup=0, iters=4, budget_s=0, threads=1)
+    assert len(timing.times_us) == 4 and 0 < timing.median_us <= timing.p99_us
+    assert timing.allocator != "default" and torch.get_num_threads() == before
+    assert x.grad is not None
+    fwd = bench.time_call(torch.ops.opbridge.scaled_clamp, x, 2.0, -1.0, 1.0, iters=2, budget_s=0)
+    assert len(fwd.times_us) == 2 and "median" in str(fwd)
+    with pytest.raises(ValueError, match="no tensor argument requires grad"):
+        bench.time_call(compiled, x.detach(), backward=True)

@@ -4,7 +4,9 @@ process on the same inputs.
 
 Every operator comes from its card (``opbridge.ops.cards()``): inputs, call
 and alternatives. ``--import MODULE`` loads a library that registers cards of
-its own operators, which ``--ops`` then names as ``namespace::name``.
+its own operators, which ``--ops`` then names as ``namespace::name``
+(``--ops`` runs the operators it names only: the demo model and the
+end-to-end models run with it only when ``--models`` asks).
 
 Implementations (names are stable; they appear in ``--json`` output):
 
@@ -46,10 +48,14 @@ time in opbridge's operators and in matrix products (``opbridge_torch``
 under ``torch.profiler``, ``ort_custom`` under ONNX Runtime's profiler).
 
 Every case runs at one thread and at all threads (``torch.set_num_threads``
-and ONNX Runtime's ``intra_op_num_threads``), after a warm-up, reporting the
-median and p99 of single calls. A memory-copy measured in the same run gives
-the machine's practical bandwidth; each result's GB/s counts the bytes the
-operation must move at least (inputs read once, outputs written once).
+and ONNX Runtime's ``intra_op_num_threads``), after a warm-up that goes on
+until a call compiles nothing (:func:`time_calls`: every pass compiles and
+warms its ``torch.compile`` callable before any call is timed), reporting the
+median and p99 of single calls. :func:`time_call` times a call of one's own
+op the same way (allocator tuned, warm-up, median and p99). A memory-copy
+measured in the same run gives the machine's practical bandwidth; each
+result's GB/s counts the bytes the operation must move at least (inputs read
+once, outputs written once).
 """
 
 from __future__ import annotations
@@ -71,15 +77,18 @@ from opbridge.bench.cases import (
     tensors_of,
 )
 from opbridge.bench.machine import (
+    StillCompilingError,
+    compilations,
     last_level_cache_bytes,
     machine_description,
     measure_copy_gbps,
     summarize,
     time_calls,
     tune_allocator,
+    warm_up,
 )
 from opbridge.bench.report import markdown_table, models_markdown, plot
-from opbridge.bench.runner import Settings, op_sizes, run_benchmark
+from opbridge.bench.runner import Settings, Timing, op_sizes, run_benchmark, time_call
 from opbridge.bench.sessions import export_onnx, fused_ops, ort_impls, ort_runner, ort_session
 
 __all__ = [
@@ -96,7 +105,10 @@ __all__ = [
     "OpCase",
     "Result",
     "Settings",
+    "StillCompilingError",
+    "Timing",
     "bench_models",
+    "compilations",
     "export_onnx",
     "fused_ops",
     "last_level_cache_bytes",
@@ -112,6 +124,8 @@ __all__ = [
     "run_benchmark",
     "summarize",
     "tensors_of",
+    "time_call",
     "time_calls",
     "tune_allocator",
+    "warm_up",
 ]

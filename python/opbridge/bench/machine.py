@@ -7,6 +7,7 @@ import math
 import os
 import platform
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -64,18 +65,75 @@ def tune_allocator() -> str:
 # ---------------------------------------------------------------- timing
 
 
+# Untimed calls after the warm-up's, at most, while a call still compiles
+# (torch.compile's first call, its backward on the first backward pass, a
+# recompile when a guard fails): the timed calls start only after a call that
+# compiled nothing.
+SETTLE_CALLS = 20
+
+
+def compilations() -> int:
+    """How many compilations torch.compile has done in this process so far:
+    frames dynamo compiled (the first call, and a recompile on a new shape,
+    grad mode or ``requires_grad``) and graphs inductor compiled or loaded
+    from its cache (the forward's and, on the first backward pass, the
+    backward's)."""
+    if "torch._dynamo" not in sys.modules:  # nothing compiled yet
+        return 0
+    from torch._dynamo.utils import counters
+
+    inductor = counters["inductor"]
+    return counters["frames"]["total"] + sum(
+        inductor[key] for key in ("fxgraph_cache_miss", "fxgraph_cache_hit", "fxgraph_cache_bypass")
+    )
+
+
+class StillCompilingError(RuntimeError):
+    """A call that torch.compile compiled again on every call of the
+    warm-up, or during the timed calls."""
+
+
+def warm_up(fn: Callable[[], object], calls: int) -> int:
+    """``calls`` untimed calls of ``fn``, then more (SETTLE_CALLS at most)
+    until a call compiles nothing: with torch.compile, the timed calls that
+    follow time the compiled code, not its compilation. Returns the calls
+    made; StillCompilingError when every call compiled."""
+    made = 0
+    while True:
+        before = compilations()
+        fn()
+        made += 1
+        compiled = compilations() != before
+        if made >= calls and not compiled:
+            return made
+        if made >= calls + SETTLE_CALLS:
+            raise StillCompilingError(
+                f"torch.compile compiled on each of {SETTLE_CALLS} calls after the "
+                f"{calls} warm-up calls (a guard that fails on every call?); not timed"
+            )
+
+
 def time_calls(fn: Callable[[], object], warmup: int, iters: int, budget_s: float) -> list[float]:
-    """Per-call times in microseconds: ``warmup`` untimed calls, then at
-    least ``iters`` timed ones (more while under ``budget_s``)."""
-    for _ in range(warmup):
-        fn()
-    times = []
-    deadline = time.perf_counter() + budget_s
-    while len(times) < iters or (time.perf_counter() < deadline and len(times) < 100 * iters):
-        start = time.perf_counter_ns()
-        fn()
-        times.append((time.perf_counter_ns() - start) / 1e3)
-    return times
+    """Per-call times in microseconds: ``warmup`` untimed calls and more
+    until one compiles nothing (:func:`warm_up`; torch.compile's first call
+    compiles even at ``warmup=0``), then at least ``iters`` timed ones (more
+    while under ``budget_s``). Timed calls that compiled are timed again
+    once, then StillCompilingError."""
+    warm_up(fn, warmup)
+    for _ in range(2):
+        before = compilations()
+        times = []
+        deadline = time.perf_counter() + budget_s
+        while len(times) < iters or (time.perf_counter() < deadline and len(times) < 100 * iters):
+            start = time.perf_counter_ns()
+            fn()
+            times.append((time.perf_counter_ns() - start) / 1e3)
+        if compilations() == before:
+            return times
+    raise StillCompilingError(
+        f"torch.compile compiled during the timed calls, twice ({iters} calls or more "
+        "after a warm-up call that compiled nothing); not timed"
+    )
 
 
 def summarize(times: list[float]) -> tuple[float, float]:

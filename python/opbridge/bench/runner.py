@@ -34,6 +34,7 @@ from opbridge.bench.machine import (
     measure_copy_gbps,
     summarize,
     time_calls,
+    tune_allocator,
 )
 from opbridge.bench.sessions import export_onnx, fused_ops, ort_impls, route_label
 from opbridge.ops.rms_norm import composite as rms_norm_composite
@@ -206,6 +207,76 @@ def fwd_bwd(fn, args, grad):
             torch.autograd.backward(list(output), list(grad))
 
     return step
+
+
+@dataclass
+class Timing:
+    """What :func:`time_call` measured: the median and p99 of single calls
+    (microseconds), every timed call's time, and the allocator in use."""
+
+    median_us: float
+    p99_us: float
+    times_us: list[float]
+    allocator: str
+
+    def __str__(self) -> str:
+        return (
+            f"median {self.median_us:.1f} us, p99 {self.p99_us:.1f} us over "
+            f"{len(self.times_us)} calls (allocator: {self.allocator})"
+        )
+
+
+def time_call(
+    fn: Callable,
+    *args,
+    backward: bool = False,
+    warmup: int = 50,
+    iters: int = 20,
+    budget_s: float = 1.0,
+    threads: int | None = None,
+    default_allocator: bool = False,
+) -> Timing:
+    """Times ``fn(*args)`` as ``opbridge bench`` times an implementation:
+    glibc's allocator tuned first (:func:`~opbridge.bench.tune_allocator`,
+    for the rest of the process, so a DRAM-sized output is not page-faulted
+    in anew on every call; ``default_allocator=True`` leaves it), ``warmup``
+    untimed calls and more until a call compiles nothing (a
+    ``torch.compile``'d ``fn`` is compiled and warmed before any call is
+    timed), then at least ``iters`` timed calls (more while under
+    ``budget_s`` seconds); the median and p99 of single calls.
+
+    The forward pass runs under ``torch.no_grad()``. ``backward=True`` times
+    forward and backward instead, as the bench's ``fwd+bwd`` rows do: a
+    gradient of ones for every output, into the tensors of ``args`` that
+    require grad (their ``.grad`` cleared before each call). ``threads``
+    sets ``torch.set_num_threads`` for the measurement (the bench times at 1
+    and at all threads)."""
+    tensors = tensors_of(args)
+    if backward and not any(t.requires_grad for t in tensors):
+        raise ValueError(
+            f"time_call({getattr(fn, '__name__', fn)!r}, backward=True): no tensor argument "
+            f"requires grad (got {len(tensors)} tensors, none with requires_grad=True); "
+            "pass the inputs to differentiate with requires_grad_()"
+        )
+    allocator = "default" if default_allocator else tune_allocator()
+    before = torch.get_num_threads()
+    if threads is not None:
+        torch.set_num_threads(threads)
+    try:
+        if backward:
+            with torch.no_grad():
+                output = fn(*args)
+            outputs = (output,) if isinstance(output, torch.Tensor) else tuple(output)
+            grad = tuple(torch.ones_like(o) for o in outputs)
+            step = fwd_bwd(fn, args, grad[0] if isinstance(output, torch.Tensor) else grad)
+            times = time_calls(step, warmup, iters, budget_s)
+        else:
+            with torch.no_grad():
+                times = time_calls(lambda: fn(*args), warmup, iters, budget_s)
+    finally:
+        torch.set_num_threads(before)
+    median, p99 = summarize(times)
+    return Timing(median_us=median, p99_us=p99, times_us=times, allocator=allocator)
 
 
 @contextlib.contextmanager

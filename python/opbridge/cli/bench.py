@@ -35,7 +35,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="OP",
         help="operators: built-in names (" + ", ".join(opbridge.specs()) + ") or qualified "
-        "names of registered cards (myops::my_op); default: every card",
+        "names of registered cards (myops::my_op); only these run (no demo model, and the "
+        "end-to-end models only when --models names them too); default: every card",
     )
     parser.add_argument("--dtypes", nargs="+", default=["float32"], choices=list(DTYPES))
     parser.add_argument(
@@ -50,7 +51,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-model",
         action="store_true",
-        help="skip the demo model (and the end-to-end models unless --models names them)",
+        help="skip the demo model (and the end-to-end models unless --models names them); "
+        "--ops implies it",
     )
     parser.add_argument(
         "--models",
@@ -59,8 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=list(bench_models.MODEL_NAMES),
         metavar="MODEL",
         help="end-to-end models: " + ", ".join(bench_models.MODEL_NAMES) + " (all when none are "
-        "named); without --ops, only these run. A full run includes all of them; --quick "
-        "includes them only when asked, at toy sizes",
+        "named); without --ops, only these run, with --ops, these and those ops. A full run "
+        "includes all of them; --ops or --quick includes them only when asked (--quick at toy "
+        "sizes)",
     )
     parser.add_argument(
         "--simd-target", default="", help="force a SIMD target (one of opbridge._C.simd_targets())"
@@ -86,10 +89,18 @@ def resolve_ops(names: list[str] | None) -> list[str]:
 def end_to_end_models(args: argparse.Namespace) -> list[str]:
     """The end-to-end models to run: those named by ``--models`` (all when
     it names none); without ``--models``, all in a full run and none with
-    ``--quick`` or ``--no-model``."""
+    ``--ops``, ``--quick`` or ``--no-model``."""
     if args.models is not None:
         return list(dict.fromkeys(args.models or bench_models.MODEL_NAMES))
-    return [] if args.quick or args.no_model else list(bench_models.MODEL_NAMES)
+    if args.ops is not None or args.quick or args.no_model:
+        return []
+    return list(bench_models.MODEL_NAMES)
+
+
+def runs_demo_model(args: argparse.Namespace) -> bool:
+    """Whether the demo model runs: in a run of every op (no ``--ops``,
+    ``--models`` or ``--no-model``)."""
+    return args.ops is None and args.models is None and not args.no_model
 
 
 def markdown_header(report: dict, settings: Settings) -> str:
@@ -132,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         dtypes=args.dtypes,
         ops=ops,
         sizes=sizes,
-        model_sizes={} if args.no_model or not ops else model_sizes,
+        model_sizes=model_sizes if runs_demo_model(args) else {},
         warmup=3 if args.quick and args.warmup == 50 else args.warmup,
         iters=3 if args.quick and args.iters == 20 else args.iters,
         budget_s=0.0 if args.quick else args.budget,

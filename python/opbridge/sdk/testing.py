@@ -200,9 +200,10 @@ def _differentiable(sample) -> list[int]:
 @_guarded
 def check_gradcheck(card) -> None:
     """float64 ``gradcheck`` of every differentiable input on every sample;
-    a wrong backward is an AssertionError naming the op, the sample and the
-    input(s) whose gradient differs from the numerical one (torch's Jacobian
-    report follows as its cause)."""
+    a wrong backward is an AssertionError naming the op, the sample, the
+    input(s) whose gradient differs from the numerical one and, for an op
+    with several differentiable outputs, the output(s) whose backward path is
+    wrong (torch's Jacobian report follows as its cause)."""
     from torch.autograd.gradcheck import GradcheckError
 
     for index, sample in enumerate(_samples(card, torch.float64, requires_grad=True)):
@@ -225,18 +226,34 @@ def check_gradcheck(card) -> None:
 
 def _gradcheck_failure(card, index: int, sample, positions: list[int], fn) -> str:
     """Which of the sample's inputs fail gradcheck alone (the others held
-    fixed), for :func:`check_gradcheck`'s message."""
+    fixed) and, for an op with several differentiable outputs, which
+    outputs' backward paths fail it alone (the other outputs dropped), for
+    :func:`check_gradcheck`'s message."""
     from torch.autograd.gradcheck import GradcheckError
 
     try:
-        spec_inputs = [i["name"] for i in _spec(card)["inputs"]]
+        spec = _spec(card)
     except (AssertionError, KeyError):
-        spec_inputs = []
+        spec = {}
+    spec_inputs = [i["name"] for i in spec.get("inputs", [])]
+    spec_outputs = [o if isinstance(o, str) else o["name"] for o in spec.get("outputs", [])]
 
     def name(position: int) -> str:
         if position < len(spec_inputs):
             return f"'{spec_inputs[position]}' (argument {position})"
         return f"argument {position}"
+
+    def output_name(k: int) -> str:
+        if k < len(spec_outputs):
+            return f"'{spec_outputs[k]}' (output {k})"
+        return f"output {k}"
+
+    def fails(check, inputs) -> bool:
+        try:
+            torch.autograd.gradcheck(check, inputs)
+        except GradcheckError:
+            return True
+        return False
 
     wrong, right = [], []
     for i, position in enumerate(positions):
@@ -245,12 +262,7 @@ def _gradcheck_failure(card, index: int, sample, positions: list[int], fn) -> st
         def alone(tensor, i=i, fixed=fixed):
             return fn(*fixed[:i], tensor, *fixed[i + 1 :])
 
-        try:
-            torch.autograd.gradcheck(alone, (sample.args[position],))
-        except GradcheckError:
-            wrong.append(name(position))
-        else:
-            right.append(name(position))
+        (wrong if fails(alone, (sample.args[position],)) else right).append(name(position))
     label = f"sample {index} ({sample!r})" if repr(sample) else f"sample {index}"
     if wrong:
         what = f"the gradient of {', '.join(wrong)} differs from the numerical one"
@@ -258,6 +270,33 @@ def _gradcheck_failure(card, index: int, sample, positions: list[int], fn) -> st
             what += f" (those of {', '.join(right)} agree)"
     else:
         what = "the gradients differ from the numerical ones only with all inputs together"
+    inputs = tuple(sample.args[p] for p in positions)
+    outputs = _as_tuple(fn(*inputs))
+    differentiable = [
+        k
+        for k, o in enumerate(outputs)
+        if isinstance(o, torch.Tensor) and o.is_floating_point() and o.requires_grad
+    ]
+    if len(differentiable) > 1:
+        paths_wrong, paths_right = [], []
+        for k in differentiable:
+
+            def only(*tensors, k=k):
+                return _as_tuple(fn(*tensors))[k]
+
+            (paths_wrong if fails(only, inputs) else paths_right).append(output_name(k))
+        if paths_wrong:
+            what += (
+                f"; the backward through {', '.join(paths_wrong)} is wrong (gradcheck of that "
+                "output alone, the others dropped, fails"
+            )
+            what += f"; through {', '.join(paths_right)} it agrees)" if paths_right else ")"
+        else:
+            outs = ", ".join(output_name(k) for k in differentiable)
+            what += (
+                f"; through each of {outs} alone the gradients agree: they differ only with "
+                "every output's gradient together"
+            )
     return f"{card.namespace}::{card.name}: gradcheck failed on {label}, float64: {what}"
 
 
