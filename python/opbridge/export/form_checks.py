@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from opbridge._library import Library
+from opbridge.export.errors import ExportError
 from opbridge.export.nodes import attr_value
 
 # How many checked nodes are remembered (a model repeats the same op on the
@@ -197,7 +198,6 @@ def check_form(
 
 
 def _error(message: str):
-    from opbridge.export import ExportError
 
     return ExportError(f"opbridge.onnx.export: {message}")
 
