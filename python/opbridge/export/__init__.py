@@ -50,7 +50,6 @@ from opbridge._library import (
 )
 from opbridge.export import form_checks
 from opbridge.export import routes as _routes
-from opbridge.export.errors import ExportError
 from opbridge.export.nodes import (
     LEGACY_PARSE,
     LEGACY_SUFFIX,
@@ -115,6 +114,11 @@ DYNAMO_CONVERTER_MAX_OPSET = 25
 #   input), and the TorchScript exporter stops at 20;
 # - both: ONNX Runtime 1.30 loads models up to opset 26.
 OPSET_RANGES = {"dynamo": (15, 26), "legacy": (13, 20)}
+
+
+class ExportError(ValueError):
+    """An export opbridge refuses, with the reason (an opset that cannot be
+    reached, an op and dtype with no exact form on the chosen route)."""
 
 
 METADATA_VERSION_KEY = "opbridge.version"

@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from opbridge._library import Library
-from opbridge.export.errors import ExportError
 from opbridge.export.nodes import attr_value
 
 # How many checked nodes are remembered (a model repeats the same op on the
@@ -198,6 +197,7 @@ def check_form(
 
 
 def _error(message: str):
+    from opbridge.export import ExportError
 
     return ExportError(f"opbridge.onnx.export: {message}")
 
