@@ -48,7 +48,6 @@ from opbridge._library import (
     libraries,
     library_for_domain,
 )
-from opbridge.export import form_checks
 from opbridge.export import routes as _routes
 from opbridge.export.nodes import (
     LEGACY_PARSE,
@@ -257,7 +256,6 @@ def _dynamo_translation(
         domain, spec["onnx_type"], op_schema=onnx_schema(spec, library)
     )
     form = _form(library, spec, route)
-    checked = form is _decomposition(library, spec)
     build_opset = decomposition_opset(opset, dynamo=True)
 
     def translate(*args, **kwargs):
@@ -268,15 +266,9 @@ def _dynamo_translation(
                 inputs.pop()
             return custom_op(*inputs, **attrs)
         try:
-            result = form(DynamoBuilder(build_opset, avoid), *inputs, **attrs)
+            return form(DynamoBuilder(build_opset, avoid), *inputs, **attrs)
         except ValueError as error:
             raise _refused(error, opset) from error
-        if checked:
-            seen = [form_checks.seen_dynamo(value) for value in inputs]
-            form_checks.check_form(
-                library, spec, form, seen, attrs, result, opset=build_opset, avoid=avoid
-            )
-        return result
 
     translate.__name__ = f"{library.torch_namespace}_{spec['name']}_{route}"
     return translate
@@ -312,7 +304,6 @@ def _legacy_symbolic(
     from torch.onnx import symbolic_helper
 
     form = _form(library, spec, route)
-    checked = form is _decomposition(library, spec)
 
     def symbolic(g, *args):
         n_inputs = len(spec["inputs"])
@@ -323,15 +314,9 @@ def _legacy_symbolic(
             attrs[attr["name"]] = attr_value(attr, raw)
         if not _routes.get(route).library_node:
             try:
-                result = form(LegacyBuilder(g, opset, avoid), *inputs, **attrs)
+                return form(LegacyBuilder(g, opset, avoid), *inputs, **attrs)
             except ValueError as error:
                 raise _refused(error, opset) from error
-            if checked:
-                seen = [form_checks.seen_legacy(value) for value in inputs]
-                form_checks.check_form(
-                    library, spec, form, seen, attrs, result, opset=opset, avoid=avoid
-                )
-            return result
         # Absent trailing optional inputs are left out of the node.
         while inputs and inputs[-1] is None:
             inputs.pop()
@@ -610,8 +595,6 @@ def _finish(proto, route: str | dict, opset: int, avoid: frozenset[str] = frozen
 
         try:
             finish(proto, selected, opset, _decomposition, avoid)
-        except ExportError:
-            raise
         except (ValueError, NotImplementedError) as error:
             raise ExportError(f"opbridge.onnx.export: the {name} route: {error}") from error
 
