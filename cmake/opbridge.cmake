@@ -142,13 +142,157 @@ if(EXISTS "${OPBRIDGE_SDK_CSRC}/executorch_adapter/executorch.cmake")
   include("${OPBRIDGE_SDK_CSRC}/executorch_adapter/executorch.cmake")
 endif()
 
+# The SDK objects: opbridge's own core and adapter code, which compiles the
+# same for every library (a library's identity is its generated source), so
+# it is compiled once. Each part (core, ort, openvino, torch, torch_stable,
+# torch_cuda) comes either prebuilt with the installed package (sdk/lib/<part>,
+# listed in sdk/lib/prebuilt.cmake with the build it was made for: the
+# compiler and its flags, Highway, ONNX Runtime's headers, torch, OpenVINO),
+# when this build matches that, or compiled here from the SDK's sources,
+# once per project (the target opbridge_sdk_<part>). A cold build of a user's
+# library then compiles the user's files only.
+option(OPBRIDGE_PREBUILT_SDK "Link the installed package's prebuilt SDK objects where they fit this build" ON)
+
+# What a part's objects depend on beyond its sources, as one text: prebuilt
+# objects serve a build whose text for the part is the same.
+function(_opbridge_sdk_facts part out_var)
+  find_package(hwy REQUIRED)
+  set(_facts "${CMAKE_CXX_COMPILER_ID} ${CMAKE_CXX_COMPILER_VERSION}" "flags '${CMAKE_CXX_FLAGS}'"
+             "sdk ${OPBRIDGE_SDK_VERSION}" "hwy ${hwy_VERSION}")
+  if(part STREQUAL "ort")
+    file(STRINGS "${OPBRIDGE_ORT_INCLUDE_DIR}/onnxruntime_c_api.h" _api REGEX "^#define ORT_API_VERSION [0-9]+")
+    list(APPEND _facts "${_api}")
+  elseif(part STREQUAL "openvino")
+    list(APPEND _facts "openvino ${OpenVINO_VERSION}")
+  elseif(part MATCHES "^torch")
+    list(APPEND _facts "torch ${OPBRIDGE_TORCH_VERSION}" "target ${OPBRIDGE_TORCH_TARGET_VERSION}")
+  endif()
+  string(REPLACE ";" ", " _facts "${_facts}")
+  set(${out_var} "${_facts}" PARENT_SCOPE)
+endfunction()
+
+# The PyTorch part this build uses: the stable ABI's, the CUDA one, or the default.
+function(_opbridge_torch_part out_var)
+  if(OPBRIDGE_TORCH_STABLE_ABI)
+    set(${out_var} torch_stable PARENT_SCOPE)
+  elseif(OPBRIDGE_CUDA)
+    set(${out_var} torch_cuda PARENT_SCOPE)
+  else()
+    set(${out_var} torch PARENT_SCOPE)
+  endif()
+endfunction()
+
+# Sets out_var to the part's objects, to list among a target's sources.
+function(_opbridge_sdk_objects part out_var)
+  _opbridge_sdk_facts(${part} _facts)
+  if(OPBRIDGE_PREBUILT_SDK AND OPBRIDGE_PREBUILT_${part}_OBJECTS)
+    if(_facts STREQUAL OPBRIDGE_PREBUILT_${part}_FOR)
+      set(${out_var} ${OPBRIDGE_PREBUILT_${part}_OBJECTS} PARENT_SCOPE)
+      return()
+    endif()
+    message(STATUS "opbridge: compiling the SDK's ${part} code: its prebuilt objects were built for "
+                   "${OPBRIDGE_PREBUILT_${part}_FOR}; this build is ${_facts}")
+  endif()
+  set(_target opbridge_sdk_${part})
+  if(NOT TARGET ${_target})
+    cmake_language(CALL _opbridge_sdk_part_${part} ${_target})
+    set_target_properties(${_target} PROPERTIES POSITION_INDEPENDENT_CODE ON CXX_VISIBILITY_PRESET hidden
+                                                VISIBILITY_INLINES_HIDDEN ON)
+    target_compile_features(${_target} PRIVATE cxx_std_17)
+    target_include_directories(${_target} PRIVATE "${OPBRIDGE_SDK_CSRC}")
+    target_compile_definitions(${_target} PRIVATE OPBRIDGE_VERSION="${OPBRIDGE_SDK_VERSION}")
+    target_compile_options(${_target} PRIVATE ${OPBRIDGE_COMPILE_WARNINGS})
+    find_package(hwy REQUIRED)
+    target_link_libraries(${_target} PRIVATE hwy::hwy)
+    set_property(GLOBAL APPEND PROPERTY OPBRIDGE_SDK_PARTS ${part})
+    set_property(GLOBAL PROPERTY OPBRIDGE_SDK_PART_FOR_${part} "${_facts}")
+  endif()
+  set(${out_var} $<TARGET_OBJECTS:${_target}> PARENT_SCOPE)
+endfunction()
+
+# A library's own objects (its kernels, specs, identity) and the SDK's core.
+function(_opbridge_library_objects name out_var)
+  _opbridge_sdk_objects(core _core)
+  set(${out_var} $<TARGET_OBJECTS:${name}_core> ${_core} PARENT_SCOPE)
+endfunction()
+
+function(_opbridge_sdk_part_core target)
+  file(GLOB _sources CONFIGURE_DEPENDS "${OPBRIDGE_SDK_CSRC}/opbridge/*.cpp")
+  list(FILTER _sources EXCLUDE REGEX "/simd\\.cpp$")
+  add_library(${target} OBJECT ${_sources})
+endfunction()
+
+function(_opbridge_sdk_part_ort target)
+  file(GLOB _sources CONFIGURE_DEPENDS "${OPBRIDGE_SDK_CSRC}/ort_adapter/*.cpp")
+  add_library(${target} OBJECT ${_sources})
+  target_include_directories(${target} SYSTEM PRIVATE "${OPBRIDGE_ORT_INCLUDE_DIR}")
+endfunction()
+
+function(_opbridge_sdk_part_openvino target)
+  file(GLOB _sources CONFIGURE_DEPENDS "${OPBRIDGE_SDK_CSRC}/openvino_adapter/*.cpp")
+  add_library(${target} OBJECT ${_sources})
+  target_link_libraries(${target} PRIVATE openvino::runtime openvino::threading openvino::frontend::onnx)
+endfunction()
+
+# The PyTorch library's adapter (not module.cpp, the Python module's, which
+# each library compiles with its names): adapter.cpp on the default ABI,
+# stable_adapter.cpp on the stable one.
+function(_opbridge_sdk_part_torch target)
+  set(_here "${OPBRIDGE_SDK_CSRC}/torch_adapter")
+  file(GLOB _sources CONFIGURE_DEPENDS "${_here}/*.cpp")
+  list(REMOVE_ITEM _sources "${_here}/module.cpp" "${_here}/stable_adapter.cpp")
+  add_library(${target} OBJECT ${_sources})
+  _opbridge_torch_settings(${target})
+  # at::parallel_for is inline: without OpenMP in the extension it runs on
+  # one thread; its pragmas are compiled, and torch's libgomp is linked.
+  if(OPBRIDGE_TORCH_LIBGOMP)
+    target_compile_options(${target} PRIVATE -fopenmp)
+  endif()
+endfunction()
+
+function(_opbridge_sdk_part_torch_cuda target)
+  _opbridge_sdk_part_torch(${target})
+  target_compile_definitions(${target} PRIVATE OPBRIDGE_WITH_CUDA=1)
+  target_link_libraries(${target} PRIVATE CUDA::cudart)
+endfunction()
+
+function(_opbridge_sdk_part_torch_stable target)
+  set(_here "${OPBRIDGE_SDK_CSRC}/torch_adapter")
+  file(GLOB _sources CONFIGURE_DEPENDS "${_here}/*.cpp")
+  list(REMOVE_ITEM _sources "${_here}/module.cpp" "${_here}/adapter.cpp")
+  add_library(${target} OBJECT ${_sources})
+  _opbridge_torch_settings(${target})
+  string(REPLACE "." ";" _target "${OPBRIDGE_TORCH_TARGET_VERSION}")
+  list(GET _target 0 _target_major)
+  list(GET _target 1 _target_minor)
+  math(EXPR _target_hex "(${_target_major} << 8) | ${_target_minor}" OUTPUT_FORMAT HEXADECIMAL)
+  string(REPLACE "0x" "" _target_hex "${_target_hex}")
+  string(LENGTH "${_target_hex}" _length)
+  if(_length LESS 4)
+    string(PREPEND _target_hex "0")
+  endif()
+  target_compile_definitions(${target} PRIVATE "TORCH_TARGET_VERSION=0x${_target_hex}000000000000ULL"
+                                               OPBRIDGE_TORCH_STABLE_ABI=1)
+endfunction()
+
+# torch's headers and flags, and the standard they require (C++20 from 2.14).
+function(_opbridge_torch_settings target)
+  target_link_libraries(${target} PRIVATE torch)
+  target_include_directories(${target} SYSTEM PRIVATE "${TORCH_INSTALL_PREFIX}/include")
+  string(REGEX MATCH "^[0-9]+\\.[0-9]+" _torch_minor "${OPBRIDGE_TORCH_VERSION}")
+  if(_torch_minor VERSION_GREATER_EQUAL 2.14)
+    set_target_properties(${target} PROPERTIES CXX_STANDARD 20)
+  endif()
+endfunction()
+
 # ONNX Runtime: <name>_ort, a custom-op library (ort_adapter/).
 function(_opbridge_adapter_ort name out_var)
   if(NOT EXISTS "${OPBRIDGE_ORT_INCLUDE_DIR}/onnxruntime_c_api.h")
     message(FATAL_ERROR "ONNX Runtime headers not found in '${OPBRIDGE_ORT_INCLUDE_DIR}' (OPBRIDGE_ORT_INCLUDE_DIR)")
   endif()
-  file(GLOB _sdk_ort CONFIGURE_DEPENDS "${OPBRIDGE_SDK_CSRC}/ort_adapter/*.cpp")
-  add_library(${name}_ort SHARED ${_sdk_ort} $<TARGET_OBJECTS:${name}_core>)
+  _opbridge_sdk_objects(ort _sdk_ort)
+  _opbridge_library_objects(${name} _objects)
+  add_library(${name}_ort SHARED ${_sdk_ort} ${_objects})
   set_target_properties(${name}_ort PROPERTIES OUTPUT_NAME "${ARG_ORT_LIBRARY_NAME}" CXX_VISIBILITY_PRESET hidden
                                                VISIBILITY_INLINES_HIDDEN ON
                                                LINK_DEPENDS "${OPBRIDGE_SDK_CSRC}/ort_adapter/exports.map")
@@ -170,51 +314,31 @@ function(_opbridge_adapter_torch name out_var)
     message(FATAL_ERROR "OPBRIDGE_CUDA=ON needs a CUDA build of torch for the PyTorch extension; torch "
                         "${OPBRIDGE_TORCH_VERSION} has no CUDA (or build with ADAPTERS ort)")
   endif()
-  file(GLOB _sdk_torch CONFIGURE_DEPENDS "${OPBRIDGE_SDK_CSRC}/torch_adapter/*.cpp")
-  list(FILTER _sdk_torch EXCLUDE REGEX "/module\\.cpp$")
-  if(OPBRIDGE_TORCH_STABLE_ABI)
-    if(OPBRIDGE_CUDA)
-      message(FATAL_ERROR "OPBRIDGE_TORCH_STABLE_ABI=ON registers CPU kernels only; build CUDA with it OFF")
-    endif()
-    list(FILTER _sdk_torch EXCLUDE REGEX "/adapter\\.cpp$")
-  else()
-    list(FILTER _sdk_torch EXCLUDE REGEX "/stable_adapter\\.cpp$")
+  if(OPBRIDGE_TORCH_STABLE_ABI AND OPBRIDGE_CUDA)
+    message(FATAL_ERROR "OPBRIDGE_TORCH_STABLE_ABI=ON registers CPU kernels only; build CUDA with it OFF")
   endif()
-  # The kernels and the ONNX Runtime library are C++17; the torch adapter
-  # compiles with the standard torch's headers require (C++20 from 2.14).
+  # The kernels and the ONNX Runtime library are C++17; the torch adapter and
+  # module compile with the standard torch's headers require (C++20 from 2.14).
   string(REGEX MATCH "^[0-9]+\\.[0-9]+" _torch_minor "${OPBRIDGE_TORCH_VERSION}")
 
+  _opbridge_torch_part(_part)
+  _opbridge_sdk_objects(${_part} _sdk_torch)
+  _opbridge_library_objects(${name} _objects)
   set(_library ${name}_torch_library)
-  add_library(${_library} SHARED ${_sdk_torch} $<TARGET_OBJECTS:${name}_core>)
+  add_library(${_library} SHARED ${_sdk_torch} ${_objects})
   set_target_properties(
     ${_library} PROPERTIES OUTPUT_NAME "${ARG_TORCH_LIBRARY_NAME}" CXX_VISIBILITY_PRESET hidden
                            VISIBILITY_INLINES_HIDDEN ON LINK_DEPENDS "${OPBRIDGE_SDK_CSRC}/torch_adapter/exports.map")
+  # Objects only: compiled by <name>_core and the SDK's torch part.
   target_link_libraries(${_library} PRIVATE ${name}_core torch)
-  target_include_directories(${_library} SYSTEM PRIVATE "${TORCH_INSTALL_PREFIX}/include")
-  target_compile_options(${_library} PRIVATE ${OPBRIDGE_COMPILE_WARNINGS})
   # Exports only torch_library.h's and interface.h's C entry points; links
   # no libpython (--no-undefined: a Python symbol would fail the link).
   target_link_options(${_library} PRIVATE "-Wl,--no-undefined"
                       "-Wl,--version-script=${OPBRIDGE_SDK_CSRC}/torch_adapter/exports.map")
-  if(_torch_minor VERSION_GREATER_EQUAL 2.14)
-    set_target_properties(${_library} PROPERTIES CXX_STANDARD 20)
-  endif()
   if(OPBRIDGE_TORCH_STABLE_ABI)
-    string(REPLACE "." ";" _target "${OPBRIDGE_TORCH_TARGET_VERSION}")
-    list(GET _target 0 _target_major)
-    list(GET _target 1 _target_minor)
-    math(EXPR _target_hex "(${_target_major} << 8) | ${_target_minor}" OUTPUT_FORMAT HEXADECIMAL)
-    string(REPLACE "0x" "" _target_hex "${_target_hex}")
-    string(LENGTH "${_target_hex}" _length)
-    if(_length LESS 4)
-      string(PREPEND _target_hex "0")
-    endif()
-    target_compile_definitions(${_library} PRIVATE "TORCH_TARGET_VERSION=0x${_target_hex}000000000000ULL"
-                                                   OPBRIDGE_TORCH_STABLE_ABI=1)
     # Only the libraries that hold the stable C shims end up needed.
     target_link_options(${_library} PRIVATE "-Wl,--as-needed")
   elseif(OPBRIDGE_TORCH_LIBGOMP)
-    target_compile_options(${_library} PRIVATE -fopenmp)
     target_link_libraries(${_library} PRIVATE "${OPBRIDGE_TORCH_LIBGOMP}")
   endif()
   # Installed beside the torch wheel's libraries (site-packages/torch/lib).
@@ -288,8 +412,9 @@ function(_opbridge_adapter_openvino name out_var)
                    "Python package): lib${name}_openvino.so is not built")
     return()
   endif()
-  file(GLOB _sdk_openvino CONFIGURE_DEPENDS "${OPBRIDGE_SDK_CSRC}/openvino_adapter/*.cpp")
-  add_library(${name}_openvino SHARED ${_sdk_openvino} $<TARGET_OBJECTS:${name}_core>)
+  _opbridge_sdk_objects(openvino _sdk_openvino)
+  _opbridge_library_objects(${name} _objects)
+  add_library(${name}_openvino SHARED ${_sdk_openvino} ${_objects})
   set_target_properties(
     ${name}_openvino PROPERTIES OUTPUT_NAME "${name}_openvino" CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON
                                 LINK_DEPENDS "${OPBRIDGE_SDK_CSRC}/openvino_adapter/exports.map")
@@ -381,25 +506,40 @@ function(opbridge_add_operator_library name)
     set(CMAKE_CXX_COMPILER_LAUNCHER "${OPBRIDGE_CCACHE_PROGRAM}")
   endif()
 
-  file(GLOB _sdk_core CONFIGURE_DEPENDS "${OPBRIDGE_SDK_CSRC}/opbridge/*.cpp")
   find_package(hwy REQUIRED)
 
-  # Kernels, specs and the core, compiled once with the library's identity.
+  # The library's kernels and specs, its identity (one generated source) and
+  # the SIMD table (opbridge/simd.cpp, compiled with the kernels' targets).
+  # opbridge's own core and adapter code comes as SDK objects, the same for
+  # every library (_opbridge_sdk_objects).
   set(_sources ${ARG_SOURCES})
   if(NOT OPBRIDGE_CUDA)
     list(FILTER _sources EXCLUDE REGEX "\\.cu$")
   endif()
-  add_library(${name}_core OBJECT ${_sources} ${_sdk_core})
+  set(_identity "${CMAKE_CURRENT_BINARY_DIR}/opbridge_${name}_identity.cpp")
+  file(
+    CONFIGURE OUTPUT "${_identity}"
+    CONTENT [[// Generated by opbridge_add_operator_library(@name@): who this library is.
+#include "opbridge/library.h"
+
+namespace opbridge {
+
+const LibraryInfo& ThisLibrary() {
+  static const LibraryInfo info{"@name@", "@ARG_TORCH_NAMESPACE@", "@ARG_ONNX_DOMAIN@", @ARG_DOMAIN_VERSION@,
+                                "@ARG_VERSION@"};
+  return info;
+}
+
+}  // namespace opbridge
+]]
+    @ONLY)
+  add_library(${name}_core OBJECT ${_sources} "${_identity}" "${OPBRIDGE_SDK_CSRC}/opbridge/simd.cpp")
   set_target_properties(${name}_core PROPERTIES POSITION_INDEPENDENT_CODE ON CXX_VISIBILITY_PRESET hidden
                                                 CUDA_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
   target_compile_features(${name}_core PUBLIC cxx_std_17)
   target_include_directories(${name}_core PUBLIC "${OPBRIDGE_SDK_CSRC}" "${CMAKE_CURRENT_SOURCE_DIR}"
                                                  ${ARG_INCLUDE_DIRECTORIES})
-  target_compile_definitions(
-    ${name}_core
-    PUBLIC OPBRIDGE_VERSION="${OPBRIDGE_SDK_VERSION}" OPBRIDGE_LIBRARY_NAME="${name}"
-           OPBRIDGE_TORCH_NAMESPACE="${ARG_TORCH_NAMESPACE}" OPBRIDGE_ONNX_DOMAIN="${ARG_ONNX_DOMAIN}"
-           OPBRIDGE_DOMAIN_VERSION=${ARG_DOMAIN_VERSION} OPBRIDGE_LIBRARY_VERSION="${ARG_VERSION}")
+  target_compile_definitions(${name}_core PUBLIC OPBRIDGE_VERSION="${OPBRIDGE_SDK_VERSION}")
   target_compile_options(${name}_core PRIVATE "$<$<COMPILE_LANGUAGE:CXX>:${OPBRIDGE_COMPILE_WARNINGS}>")
   if(OPBRIDGE_HWY_DISABLED_TARGETS)
     message(STATUS "opbridge: ${name}'s kernels are not compiled for ${OPBRIDGE_HWY_DISABLED_TARGETS} "

@@ -43,7 +43,8 @@ function(_opbridge_adapter_executorch name out_var)
   set(_here "${OPBRIDGE_SDK_CSRC}/executorch_adapter")
   set(_pybindings "${OPBRIDGE_EXECUTORCH_DIR}/extension/pybindings")
   file(GLOB _sdk_executorch CONFIGURE_DEPENDS "${_here}/*.cpp")
-  add_library(${name}_executorch SHARED ${_sdk_executorch} $<TARGET_OBJECTS:${name}_core>)
+  _opbridge_library_objects(${name} _objects)
+  add_library(${name}_executorch SHARED ${_sdk_executorch} ${_objects})
   set_target_properties(${name}_executorch PROPERTIES OUTPUT_NAME "${name}_executorch" CXX_VISIBILITY_PRESET hidden
                                                       VISIBILITY_INLINES_HIDDEN ON LINK_DEPENDS "${_here}/exports.map")
   # The runtime's headers include c10's portable subset from beside them.
