@@ -158,6 +158,29 @@ const ov::DiscreteTypeInfo& TypeInfoOf(const OpSpec& spec) {
   return *type;
 }
 
+// OpenVINO's own NodeValidationFailure with opbridge's text first: the one
+// NODE_VALIDATION_CHECK throws starts with the node's name as the model gives
+// it, and a NUL there cuts the message before the reason in every what().
+class SpecValidationFailure : public ov::NodeValidationFailure {
+ public:
+  explicit SpecValidationFailure(const std::string& message) : ov::NodeValidationFailure(message) {}
+};
+
+// Whether two values of an attribute of type `type` are the same (a NaN the
+// same as a NaN).
+bool SameValue(AttrType type, const AttrValue& a, const AttrValue& b) {
+  const auto same = [](double x, double y) { return x == y || (x != x && y != y); };
+  switch (type) {
+    case AttrType::kString:
+      return a.text == b.text;
+    case AttrType::kFloats:
+      return a.numbers.size() == b.numbers.size() &&
+             std::equal(a.numbers.begin(), a.numbers.end(), b.numbers.begin(), same);
+    default:
+      return same(a.number, b.number);
+  }
+}
+
 ParallelFor OpenVinoParallelFor() {
   return [](int64_t n, int64_t grain, const RangeBody& body) {
     if (n <= 0) return;
@@ -197,11 +220,15 @@ class SpecNode : public ov::op::Op {
     const OpSpec& spec = *spec_;
     size_t expected_ports = 0;
     for (bool present : present_) expected_ports += present ? 1 : 0;
-    NODE_VALIDATION_CHECK(this, get_input_size() == expected_ports, spec.QualifiedName(), ": expects ",
-                          expected_ports, " inputs (", kInputsAttribute, " '", PresentText(), "' of ",
-                          InputList(spec), "), the node has ", get_input_size());
+    if (get_input_size() != expected_ports) {
+      throw SpecValidationFailure(spec.QualifiedName() + ": expects " + std::to_string(expected_ports) +
+                                  " inputs (" + kInputsAttribute + " '" + PresentText() + "' of " +
+                                  InputList(spec) + "), the node has " + std::to_string(get_input_size()) +
+                                  NodeSuffix());
+    }
     std::vector<TensorInfo> inputs(spec.inputs.size());
     bool known = true;
+    bool types_known = true;
     size_t port = 0;
     for (size_t i = 0; i < spec.inputs.size(); ++i) {
       if (!present_[i]) {
@@ -212,27 +239,64 @@ class SpecNode : public ov::op::Op {
       const ov::PartialShape& shape = get_input_partial_shape(port);
       ++port;
       known = known && !type.is_dynamic() && shape.rank().is_static();
+      types_known = types_known && !type.is_dynamic();
       inputs[i].dtype = DtypeName(type);
       if (shape.rank().is_dynamic()) continue;
       for (const ov::Dimension& dim : shape)
         inputs[i].shape.push_back(dim.is_static() ? dim.get_length() : -1);
     }
+    if (model_types_.empty() && types_known) {
+      for (size_t p = 0; p < get_input_size(); ++p) model_types_.push_back(get_input_element_type(p));
+    }
     set_output_size(spec.outputs.size());
     if (!known) {
-      // Checked again when the types are known (and before every run).
+      // Checked again when the types are known (and before every run); the
+      // output dtypes are declared where the shape rule gives them anyway.
+      const std::vector<ov::element::Type> types = OutputTypesOfUnknownRanks(inputs, types_known);
       for (size_t k = 0; k < spec.outputs.size(); ++k) {
-        set_output_type(k, ov::element::dynamic, ov::PartialShape::dynamic());
+        set_output_type(k, k < types.size() ? types[k] : ov::element::dynamic, ov::PartialShape::dynamic());
       }
       return;
     }
     std::vector<TensorInfo> outputs;
     const Status status = InferWithAttrs(spec, inputs, attrs_, &outputs);
-    NODE_VALIDATION_CHECK(this, status.ok(), status.message());
+    if (!status.ok()) throw SpecValidationFailure(status.message() + NodeSuffix());
     for (size_t k = 0; k < outputs.size() && k < spec.outputs.size(); ++k) {
       std::vector<ov::Dimension> dims;
       for (int64_t dim : outputs[k].shape)
         dims.push_back(dim < 0 ? ov::Dimension::dynamic() : ov::Dimension(dim));
       set_output_type(k, ElementType(outputs[k].dtype), ov::PartialShape(dims));
+    }
+  }
+
+  // For a reader (the IR's, Python's NodeFactory): reads the attributes
+  // from `visitor` twice, from two different starting values, so that an
+  // attribute the reader does not have (which leaves the value as it was) is
+  // told from one it has; an absent one takes the spec's default, as in ONNX
+  // Runtime, and an absent required one is an error naming the attribute.
+  void ReadAttributes(ov::AttributeVisitor& visitor) {
+    const OpSpec& spec = *spec_;
+    std::vector<AttrValue> first(spec.attrs.size());
+    std::vector<AttrValue> second(spec.attrs.size());
+    for (AttrValue& value : second) {
+      value.number = 1.0;
+      value.text = "\x01";
+      value.numbers = {1.0};
+    }
+    attrs_ = first;
+    visit_attributes(visitor);
+    first = attrs_;
+    attrs_ = second;
+    visit_attributes(visitor);
+    for (size_t i = 0; i < spec.attrs.size(); ++i) {
+      const AttrSpec& attr = spec.attrs[i];
+      if (SameValue(attr.type, first[i], attrs_[i])) continue;
+      if (!attr.has_default) {
+        OPENVINO_THROW(spec.QualifiedName(), ": attribute '", attr.name, "' must be present with type ",
+                       OnnxAttributeType(attr.type), " (", AttrTypeName(attr.type),
+                       "): it has no default and the node does not have it");
+      }
+      attrs_[i] = DefaultValue(attr);
     }
   }
 
@@ -280,7 +344,10 @@ class SpecNode : public ov::op::Op {
 
   std::shared_ptr<ov::Node> clone_with_new_inputs(const ov::OutputVector& inputs) const override {
     ov::check_new_args_count(this, inputs);
-    return std::make_shared<SpecNode>(*spec_, inputs, present_, attrs_);
+    std::shared_ptr<SpecNode> clone(new SpecNode(*spec_, present_, attrs_, model_types_));
+    clone->set_arguments(inputs);
+    clone->constructor_validate_and_infer_types();
+    return clone;
   }
 
   bool has_evaluate() const override { return true; }
@@ -304,7 +371,7 @@ class SpecNode : public ov::op::Op {
       args.input_infos.push_back(std::move(info));
     }
     Status status = InferWithAttrs(spec, args.input_infos, attrs_, &args.output_infos);
-    if (!status.ok()) OPENVINO_THROW(status.message(), NodeSuffix());
+    if (!status.ok()) OPENVINO_THROW(status.message(), ConvertedInputsNote(inputs), NodeSuffix());
     if (outputs.size() < args.output_infos.size()) outputs.resize(args.output_infos.size());
     for (size_t k = 0; k < args.output_infos.size(); ++k) {
       const TensorInfo& info = args.output_infos[k];
@@ -320,11 +387,56 @@ class SpecNode : public ov::op::Op {
     args.parallel_for = OpenVinoParallelFor();
     // OPBRIDGE_CHECK: argument checks and output guards.
     status = LaunchOnHost(spec, args, spec.forward, [&spec] { return spec.MessageName(); });
-    if (!status.ok()) OPENVINO_THROW(status.message(), NodeSuffix());
+    if (!status.ok()) OPENVINO_THROW(status.message(), ConvertedInputsNote(inputs), NodeSuffix());
     return true;
   }
 
  private:
+  // The output dtypes when some input's rank is unknown: the shape rule's,
+  // with each such input given the rank (0 to 8, all dimensions unknown)
+  // that the rule first takes; dtypes follow the inputs' dtypes, not their
+  // ranks. Dynamic where no rank passes or a dtype is unknown.
+  std::vector<ov::element::Type> OutputTypesOfUnknownRanks(const std::vector<TensorInfo>& inputs,
+                                                           bool types_known) const {
+    if (!types_known) return {};
+    std::vector<size_t> unknown;
+    size_t port = 0;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!present_[i]) continue;
+      if (get_input_partial_shape(port++).rank().is_dynamic()) unknown.push_back(i);
+    }
+    for (size_t rank = 0; rank <= 8; ++rank) {
+      std::vector<TensorInfo> trial = inputs;
+      for (size_t i : unknown) trial[i].shape.assign(rank, -1);
+      std::vector<TensorInfo> outputs;
+      if (!InferWithAttrs(*spec_, trial, attrs_, &outputs).ok()) continue;
+      std::vector<ov::element::Type> types;
+      for (const TensorInfo& output : outputs) types.push_back(ElementType(output.dtype));
+      return types;
+    }
+    return {};
+  }
+
+  // Where OpenVINO gives the node an input in another dtype than the
+  // model's (its CPU plugin runs a float16 or bfloat16 node in float32):
+  // a note for messages, naming the model's dtype.
+  std::string ConvertedInputsNote(const ov::TensorVector& inputs) const {
+    std::string note;
+    size_t port = 0;
+    for (size_t i = 0; i < spec_->inputs.size() && port < inputs.size(); ++i) {
+      if (!present_[i]) continue;
+      if (port >= model_types_.size()) break;
+      const ov::element::Type& declared = model_types_[port];
+      const ov::element::Type& given = inputs[port].get_element_type();
+      ++port;
+      if (declared.is_dynamic() || declared == given) continue;
+      note += std::string(note.empty() ? "" : ", ") + "'" + spec_->inputs[i].name + "' is " +
+              DtypeName(declared) + " in the model";
+    }
+    if (note.empty()) return note;
+    return std::string(" (OpenVINO runs this node in other dtypes than the model's: ") + note + ")";
+  }
+
   // Which node of the model, at the end of a message: its name is the
   // model's text, escaped, and last.
   std::string NodeSuffix() const { return " [node " + QuotedForMessage(get_friendly_name()) + "]"; }
@@ -363,9 +475,21 @@ class SpecNode : public ov::op::Op {
     present_ = std::move(present);
   }
 
+  // For clone_with_new_inputs: the clone keeps the model's input types.
+  SpecNode(const OpSpec& spec, std::vector<bool> present, std::vector<AttrValue> attrs,
+           std::vector<ov::element::Type> model_types)
+      : spec_(&spec),
+        present_(std::move(present)),
+        attrs_(std::move(attrs)),
+        model_types_(std::move(model_types)) {}
+
   const OpSpec* spec_;
   std::vector<bool> present_;  // per spec input: whether the node has it
   std::vector<AttrValue> attrs_;
+  // Per port: the input types the node was first validated with (the
+  // model's), which a plugin may change (OpenVINO's CPU plugin runs a
+  // float16 model in float32).
+  std::vector<ov::element::Type> model_types_;
 };
 
 // Reads the ONNX node's attribute `attr`; an absent one takes the spec's
@@ -456,7 +580,8 @@ class SpecOpExtension : public ov::BaseOpExtension {
   ov::OutputVector create(const ov::OutputVector& inputs, ov::AttributeVisitor& visitor) const override {
     auto node = std::make_shared<SpecNode>(*spec_);
     node->set_arguments(inputs);
-    if (node->visit_attributes(visitor)) node->constructor_validate_and_infer_types();
+    node->ReadAttributes(visitor);
+    node->constructor_validate_and_infer_types();
     return node->outputs();
   }
 

@@ -15,7 +15,9 @@ use: ``get_inputs()`` and ``get_outputs()`` (objects with ``.name``) and
 ``run(None, feeds) -> list of arrays``. A runtime's session of a model with a
 form it computes wrong (``Runtime.wrong_forms``) warns
 (:class:`WrongFormWarning`), or refuses one of a large known error
-(:class:`WrongFormError`), by ``Runtime.check_wrong_forms``.
+(:class:`WrongFormError`), by ``Runtime.check_wrong_forms``; a model with
+inputs or outputs of a dtype it computes in another (``Runtime.lowered_dtypes``)
+warns (:class:`PrecisionWarning`), by ``Runtime.check_dtypes``.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from opbridge.runtimes.base import (
     LARGE_ERROR,
     REPEATS,
     WARMUP,
+    PrecisionWarning,
     Runtime,
     WrongForm,
     WrongFormError,
@@ -39,6 +42,7 @@ __all__ = [
     "LARGE_ERROR",
     "REPEATS",
     "WARMUP",
+    "PrecisionWarning",
     "Runtime",
     "WrongForm",
     "WrongFormError",

@@ -43,6 +43,13 @@ class WrongFormError(RuntimeError):
     or to pass ``allow_wrong_forms=True`` to the session."""
 
 
+class PrecisionWarning(UserWarning):
+    """A session's model has inputs or outputs of a dtype its runtime
+    computes in another (:attr:`Runtime.lowered_dtypes`: OpenVINO's CPU
+    plugin computes float64 in float32); the message names them and says
+    what the runtime does with them."""
+
+
 @dataclass(frozen=True)
 class WrongForm:
     """What a runtime computes wrong in one ONNX form: ``why`` (the uses it
@@ -184,6 +191,10 @@ class Runtime:
       (:class:`WrongFormWarning`), or refuse one whose known error is large
       (:class:`WrongFormError`; ``allow_wrong_forms=True`` runs it), by
       :meth:`check_wrong_forms`.
+    - ``lowered_dtypes``: dtypes (``"float64"``) this runtime computes in
+      another, each with what it does with them: its sessions warn of a
+      model's inputs and outputs of one (:class:`PrecisionWarning`, by
+      :meth:`check_dtypes`), and verify in it reports them.
     """
 
     name: str
@@ -199,6 +210,7 @@ class Runtime:
     checks: Callable[[], list[RuntimeCheck]] = field(default=lambda: [])
     library_kernels: Callable[..., set[str]] | None = None
     wrong_forms: dict[str, WrongForm] = field(default_factory=dict)
+    lowered_dtypes: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         # A form given by its why alone is a WrongForm of no known error.
@@ -264,6 +276,61 @@ class Runtime:
             f"{'; '.join(parts)}. For a model without {forms}, {way_out}; "
             f"allow_wrong_forms=True runs it as given without this warning"
         )
+
+    def lowered_dtype_uses(self, tensors: list[tuple[str, str, str]]) -> list[tuple[str, str, str]]:
+        """Those of ``tensors`` (``(kind, name, dtype)``: ``("input", "x",
+        "float64")``) whose dtype this runtime computes in another."""
+        return [tensor for tensor in tensors if tensor[2] in self.lowered_dtypes]
+
+    def onnx_tensors(self, model: Any) -> list[tuple[str, str, str]]:
+        """``(kind, name, dtype)`` of an ``onnx.ModelProto``'s graph inputs
+        (initializers aside) and outputs, as :meth:`lowered_dtype_uses`
+        takes them."""
+        import onnx
+
+        def dtype(value: Any) -> str:
+            elem_type = value.type.tensor_type.elem_type
+            try:
+                return onnx.helper.tensor_dtype_to_np_dtype(elem_type).name
+            except (KeyError, TypeError, ValueError):
+                return onnx.TensorProto.DataType.Name(elem_type).lower()
+
+        initializers = {init.name for init in model.graph.initializer}
+        inputs = [v for v in model.graph.input if v.name not in initializers]
+        return [("input", v.name, dtype(v)) for v in inputs] + [
+            ("output", v.name, dtype(v)) for v in model.graph.output
+        ]
+
+    def lowered_dtypes_message(self, uses: list[tuple[str, str, str]]) -> str:
+        """What :meth:`check_dtypes` and verify say of ``uses`` (from
+        :meth:`lowered_dtype_uses`): the tensors, by dtype, and what this
+        runtime does with each dtype. Names are escaped (``ascii``)."""
+        by_dtype: dict[str, list[str]] = {}
+        for kind, name, dtype in uses:
+            by_dtype.setdefault(dtype, []).append(f"{kind} {name!a}")
+        parts = []
+        for dtype, named in by_dtype.items():
+            shown = ", ".join(named[:4]) + (f" and {len(named) - 4} more" if len(named) > 4 else "")
+            parts.append(f"{dtype} ({shown}): {self.lowered_dtypes[dtype]}")
+        return "; ".join(parts)
+
+    def check_dtypes(self, tensors: list[tuple[str, str, str]]) -> None:
+        """What a session of this runtime does with a model whose inputs and
+        outputs (``tensors``, as :meth:`lowered_dtype_uses` takes them) have
+        a dtype it computes in another: warns (:class:`PrecisionWarning`),
+        naming them and what it does with them, unless the caller reports
+        them itself (verify, :func:`reporting_wrong_forms`)."""
+        if _REPORTED_BY_CALLER.get():
+            return
+        uses = self.lowered_dtype_uses(tensors)
+        if uses:
+            warnings.warn(
+                f"opbridge: {self.label} does not compute the model's numbers in their dtype: "
+                f"{self.lowered_dtypes_message(uses)}. Run the model in float32 (cast it "
+                f"before export), or in a runtime that computes float64 (ONNX Runtime)",
+                PrecisionWarning,
+                stacklevel=_stacklevel_outside_opbridge(),
+            )
 
     def timer(self, threads: int | None = None, level: str | None = None) -> Callable:
         """``timer(op, route, model_bytes, feeds) -> ms``: the median of

@@ -7,7 +7,8 @@ import difflib
 import json
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 from opbridge._library import (
@@ -95,7 +96,15 @@ def _closest(name: str, candidates: Iterable[str]) -> str | None:
     return by_folded[close[0]] if close else None
 
 
-def libraries_for(model: Any) -> list[Library]:
+# A runtime's file of an operator library, which messages name.
+LibraryFile = Callable[[Library], Path]
+
+
+def _ort_file(library: Library) -> Path:
+    return library.ort_library_path
+
+
+def libraries_for(model: Any, library_file: LibraryFile | None = None) -> list[Library]:
     """The loaded libraries a model needs (opbridge's own always comes first),
     after checking each domain's version against the model.
 
@@ -111,10 +120,12 @@ def libraries_for(model: Any) -> list[Library]:
     with a message saying how to load one (and naming a loaded library's
     domain the model's may misspell). The message ends with the model's
     domain, escaped (``ascii``), so that no character of it can garble the
-    rest.
+    rest. ``library_file`` is the runtime's file of a library, which
+    messages name (default: its ONNX Runtime library).
     """
+    file_of = library_file or _ort_file
     proto = load_model(model)
-    check_domain_version(proto)
+    check_domain_version(proto, file_of)
     needed = [BUILTIN]
     local = local_function_domains(proto)
     for domain in sorted(used_domains(proto)):
@@ -125,7 +136,7 @@ def libraries_for(model: Any) -> list[Library]:
             continue  # only calls of the model's own functions: their bodies run
         if library is None:
             loaded = libraries()
-            names = ", ".join(f"{lib.onnx_domain} ({lib.ort_library_path.name})" for lib in loaded)
+            names = ", ".join(f"{lib.onnx_domain} ({file_of(lib).name})" for lib in loaded)
             closest = _closest(domain, (lib.onnx_domain for lib in loaded))
             hint = f"did you mean '{closest}'? Otherwise load" if closest else "load"
             raise RuntimeError(
@@ -173,15 +184,17 @@ def _nodes(graph: Any) -> Iterator[Any]:
                 yield from _nodes(subgraph)
 
 
-def check_op_types(model: Any) -> None:
+def check_op_types(model: Any, library_file: LibraryFile | None = None) -> None:
     """Raises if a node of a loaded library's domain has an op type that
     library lacks (ONNX Runtime itself would only say the op "is not a
     registered function/op"): names the library and its op types, and the one
     the node's may misspell. The node's op type comes last, escaped.
 
     Nodes that call the model's own functions are left alone. ``model`` is a
-    path, bytes or a ``ModelProto``.
+    path, bytes or a ``ModelProto``; ``library_file`` as for
+    :func:`libraries_for`.
     """
+    file_of = library_file or _ort_file
     proto = load_model(model)
     functions = {(function.domain, function.name) for function in proto.functions}
     graphs = [proto.graph, *proto.functions]
@@ -203,7 +216,7 @@ def check_op_types(model: Any) -> None:
             op = f"{node.domain}:{node.op_type}"
             raise RuntimeError(
                 f"{library.name}: the model's {which} has an op type that the operator library "
-                f"{library.name} ({library.ort_library_path.name}, ONNX domain "
+                f"{library.name} ({file_of(library).name}, ONNX domain "
                 f"'{library.onnx_domain}') does not have; its op types: "
                 f"{', '.join(sorted(types))}{hint} The node's op type: {op!a}"
             )
@@ -371,15 +384,16 @@ def load_model(model: Any):
     return model
 
 
-def check_domain_version(model: Any) -> None:
+def check_domain_version(model: Any, library_file: LibraryFile | None = None) -> None:
     """Raises if the model needs a version of a library domain the loaded
     library lacks: newer (by its opset imports and its
     ``opbridge.domain_version.<domain>`` metadata), or below 1.
 
     ONNX Runtime itself would only say the op "is not a registered
     function/op"; this names both versions. ``model`` is a path, bytes or a
-    ``ModelProto``.
+    ``ModelProto``; ``library_file`` as for :func:`libraries_for`.
     """
+    file_of = library_file or _ort_file
     proto = load_model(model)
     wanted = {opset.domain: opset.version for opset in proto.opset_import}
     for prop in proto.metadata_props:
@@ -406,12 +420,12 @@ def check_domain_version(model: Any) -> None:
         if library is BUILTIN:
             raise RuntimeError(
                 f"opbridge: the model needs ONNX domain '{ONNX_DOMAIN}' version {version}, "
-                f"but this library (opbridge {VERSION}, {get_library_path()}) supports "
+                f"but this library (opbridge {VERSION}, {file_of(BUILTIN)}) supports "
                 f"version {ONNX_DOMAIN_VERSION}; upgrade opbridge"
             )
         raise RuntimeError(
             f"{library.name}: the model needs ONNX domain '{domain}' version {version}, but the "
-            f"loaded library ({library.name} {library.version}, {library.ort_library_path}) "
+            f"loaded library ({library.name} {library.version}, {file_of(library)}) "
             f"supports version {library.domain_version}; rebuild the model or upgrade the library"
         )
 

@@ -18,11 +18,13 @@ import ctypes
 import os
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from opbridge._library import BUILTIN, Library, libraries, library_for_domain
 from opbridge.runtimes.base import Runtime, RuntimeCheck, WrongForm
 from opbridge.runtimes.onnxruntime import (
+    _nodes,
     check_op_types,
     libraries_for,
     library_nodes,
@@ -47,6 +49,10 @@ def _path_of(library: Library) -> str:
             f"and rebuild {library.name})"
         )
     return str(path)
+
+
+def _extension_file(library: Library) -> Path:
+    return library.openvino_library_path
 
 
 def get_library_path(library: Library | None = None) -> str:
@@ -103,8 +109,8 @@ def _extensions_for(model: Any) -> list[Library]:
     every loaded library that has one."""
     if _is_onnx(model):
         proto = load_model(model)
-        needed = libraries_for(proto)
-        check_op_types(proto)
+        needed = libraries_for(proto, _extension_file)
+        check_op_types(proto, _extension_file)
         # A library without an extension is needed where one of its nodes has
         # no body to fall back on (the missing extension is then the error).
         used = used_domains(proto) - local_function_domains(proto)
@@ -146,6 +152,20 @@ def _inline_local_functions(model: Any):
     return inline_selected_functions(proto, kept, exclude=True)
 
 
+def _escape_node_names(model: Any) -> Any:
+    """The ONNX ``model`` with a NUL in a node's name written ``\\x00``:
+    OpenVINO's ONNX reader starts an error with the node's name, and a NUL
+    there cuts the message before the reason (opbridge's or its own)."""
+    proto = load_model(model)
+    graphs = [proto.graph, *proto.functions]
+    if not any("\x00" in node.name for graph in graphs for node in _nodes(graph)):
+        return model
+    for graph in graphs:
+        for node in _nodes(graph):
+            node.name = node.name.replace("\x00", "\\x00")
+    return proto
+
+
 def read_model(model: Any, core: Any = None, *, allow_wrong_forms: bool = False):
     """An ``openvino.Model`` of ``model`` (an ONNX path, bytes or
     ``ModelProto``, an IR ``.xml`` path, or an ``openvino.Model``) with the
@@ -171,6 +191,7 @@ def read_model(model: Any, core: Any = None, *, allow_wrong_forms: bool = False)
         inlined = _inline_local_functions(model)
         if inlined is not None:
             model = inlined
+        model = _escape_node_names(model)
     if hasattr(model, "SerializeToString"):
         model = model.SerializeToString()
     if isinstance(model, bytes | bytearray):
@@ -215,7 +236,83 @@ def compile_model(
     if threads is not None:
         settings[THREADS] = threads
     read = read_model(model, core, allow_wrong_forms=allow_wrong_forms)
-    return core.compile_model(read, device, settings)
+    RUNTIME.check_dtypes(_tensors_of(read))
+    compiled = core.compile_model(read, device, settings)
+    if _one_thread(compiled):
+        return _ErrorKeepingCompiledModel(compiled)
+    return compiled
+
+
+# OpenVINO's element types by opbridge's dtype names, for lowered_dtypes.
+_DTYPES = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16"}
+
+
+def _tensors_of(model: Any) -> list[tuple[str, str, str]]:
+    """``(kind, name, dtype)`` of an ``openvino.Model``'s inputs and outputs."""
+    tensors = []
+    for kind, ports in (("input", model.inputs), ("output", model.outputs)):
+        for index, port in enumerate(ports):
+            names = port.get_names()
+            name = sorted(names)[0] if names else f"#{index}"
+            type_name = port.get_element_type().get_type_name()
+            tensors.append((kind, name, _DTYPES.get(type_name, type_name)))
+    return tensors
+
+
+def _one_thread(compiled: Any) -> bool:
+    try:
+        return int(compiled.get_property(THREADS)) == 1
+    except Exception:  # a device without the property
+        return False
+
+
+# At one inference thread, OpenVINO's CPU plugin (2026.4) runs a synchronous
+# infer() by a shortcut that loses every exception raised while the graph
+# runs (a node's evaluate: opbridge's run-time shape checks and
+# OPBRIDGE_CHECK findings, and OpenVINO's own): infer() returns outputs of a
+# made-up shape or uninitialized data, and a later call may crash. Its
+# asynchronous path keeps them, so the compiled models and requests
+# compile_model returns at one thread run infer() as start_async() + wait().
+def _request_class():
+    import openvino
+    from openvino.utils.data_helpers import OVDict
+
+    class ErrorKeepingInferRequest(openvino.InferRequest):
+        """OpenVINO's InferRequest whose infer() keeps the errors raised
+        while the graph runs, at one thread too (start_async + wait)."""
+
+        def infer(self, inputs=None, share_inputs=False, share_outputs=False, **kwargs):
+            del kwargs  # decode_strings: the results decode strings as infer() does
+            self.start_async(inputs, share_inputs=share_inputs)
+            self.wait()
+            if share_outputs:
+                return OVDict({port: self.get_tensor(port).data for port in self.model_outputs})
+            return self.results  # copies
+
+    return ErrorKeepingInferRequest
+
+
+class _ErrorKeepingCompiledModel:
+    """Made on first use (openvino is imported lazily): see __new__."""
+
+    _class: Any = None
+
+    def __new__(cls, compiled: Any):
+        if cls._class is None:
+            import openvino
+
+            request_class = _request_class()
+
+            class ErrorKeepingCompiledModel(openvino.CompiledModel):
+                """OpenVINO's CompiledModel whose requests keep the errors
+                raised while the graph runs, at one thread too."""
+
+                def create_infer_request(self):
+                    # OpenVINO's base class's request, as CompiledModel wraps it.
+                    return request_class(super(openvino.CompiledModel, self).create_infer_request())
+
+            cls._class = ErrorKeepingCompiledModel
+        return cls._class(compiled)
 
 
 @dataclass(frozen=True)
@@ -259,12 +356,16 @@ class Session:
         # overwrites the request's). Without sharing, OpenVINO copies both
         # ways through its dictionary: 102 ms against 53 ms for a 128 MiB
         # rms_norm whose kernel takes 13 ms.
-        results = self._request.infer(feeds, share_inputs=True, share_outputs=True)
+        # start_async + wait, not infer(): at one thread OpenVINO's infer()
+        # loses the errors raised while the graph runs (see
+        # _ErrorKeepingCompiledModel); the asynchronous path keeps them.
+        self._request.start_async(feeds, share_inputs=True)
+        self._request.wait()
         ports = self.compiled_model.outputs
         if output_names is not None:
             by_name = {port.get_any_name(): port for port in ports}
             ports = [by_name[name] for name in output_names]
-        return [np.array(results[port], copy=True) for port in ports]
+        return [np.array(self._request.get_tensor(port).data, copy=True) for port in ports]
 
 
 def _session(model: Any, level: str | None = None, threads: int | None = None) -> Session:
@@ -440,6 +541,15 @@ RUNTIME = Runtime(
             "wrong on the query of an attention block at batch 2 and more (0.18 to 0.37 on "
             "the LLaMA-style stack), right alone",
             max_abs_err=0.37,
+        ),
+    },
+    # tests/runtimes/test_openvino.py shows it (OpenVINO 2026.4.1, CPU).
+    lowered_dtypes={
+        "float64": (
+            "OpenVINO's CPU plugin computes it in float32: values are rounded to float32, "
+            "and inf and values beyond float32's range become +-3.4e38 (a sum with inf gives "
+            "a finite number where float64 gives inf or NaN); outputs keep the float64 dtype "
+            "with float32's precision"
         ),
     },
 )

@@ -215,6 +215,8 @@ def verify(
     report.structure = structure_checks(proto, route, model, leaves(args), example_outputs)
     if runtime.wrong_forms:
         report.structure.append(_wrong_forms_check(proto, runtime))
+    if runtime.lowered_dtypes:
+        report.structure.append(_lowered_dtypes_check(proto, runtime))
     if reference is not None:
         report.reference = f"the given {type(reference).__name__}"
         if reference.training:
@@ -276,6 +278,17 @@ def verify(
             run.compare_with_reference(args, layers)
     report.passed = not report.failures()
     return report
+
+
+def _lowered_dtypes_check(proto, runtime: runtimes.Runtime) -> Check:
+    """Whether the model's inputs and outputs have a dtype the runtime
+    computes in another (:attr:`opbridge.runtimes.Runtime.lowered_dtypes`;
+    its sessions warn of them outside verify): a warning naming them."""
+    title = f"no dtype {runtime.label} computes in another"
+    uses = runtime.lowered_dtype_uses(runtime.onnx_tensors(proto))
+    if not uses:
+        return Check(title, PASS, f"no input or output of {sorted(runtime.lowered_dtypes)}")
+    return Check(title, WARN, runtime.lowered_dtypes_message(uses))
 
 
 def _wrong_forms_check(proto, runtime: runtimes.Runtime) -> Check:
