@@ -1,31 +1,55 @@
 #!/usr/bin/env bash
-# Builds and runs the libFuzzer target csrc/fuzz/ort_single_node_fuzzer: the
-# ONNX Runtime library's sources under ASan + UBSan with coverage-guided
+# Builds and runs the libFuzzer targets of csrc/fuzz: the ONNX Runtime
+# library's sources (ort_single_node_fuzzer) or the OpenVINO extension's
+# (openvino_single_node_fuzzer) under ASan + UBSan, with coverage-guided
 # fuzzing of one-node models (docs/guides/fuzzing.md).
 #
 #   scripts/fuzz.sh build              configure and build build/fuzz (clang-19)
-#   scripts/fuzz.sh run [SECONDS]      fuzz for SECONDS (default 600) from csrc/fuzz/corpus;
-#                                      new inputs go to build/fuzz/corpus; prints exec/s, cov, ft
-#   scripts/fuzz.sh brief [SECONDS]    the corpus once, then SECONDS (default 30) of fuzzing into a
-#                                      scratch directory; fails on any crash (./dev test runs this)
-#   scripts/fuzz.sh merge              add the inputs of build/fuzz/corpus that bring new coverage
-#                                      to csrc/fuzz/corpus (libFuzzer -merge=1)
-#   scripts/fuzz.sh coverage           line coverage of csrc/ort_adapter, csrc/opbridge and
-#                                      csrc/ops over csrc/fuzz/corpus (llvm-cov-19, build/fuzz-cov)
+#   scripts/fuzz.sh run [SECONDS]      fuzz for SECONDS (default 600) from the target's corpus;
+#                                      new inputs go to build/fuzz/corpus[-openvino]; prints exec/s, cov, ft
+#   scripts/fuzz.sh brief [SECONDS]    for each target: its corpus once, then SECONDS (default 30) of
+#                                      fuzzing into a scratch directory; fails on any crash (./dev test)
+#   scripts/fuzz.sh merge              add the inputs of build/fuzz/corpus[-openvino] that bring new
+#                                      coverage to the target's corpus (libFuzzer -merge=1)
+#   scripts/fuzz.sh coverage           line coverage of the target's adapter, csrc/opbridge and
+#                                      csrc/ops over its corpus (llvm-cov-19, build/fuzz-cov)
 #   scripts/fuzz.sh repro FILE...      run inputs once, printing each outcome
 #
+# OPBRIDGE_FUZZ_TARGET=openvino picks the OpenVINO target for run, merge,
+# coverage and repro (default: ort). Its corpus is csrc/fuzz/corpus-openvino
+# and, as seeds, csrc/fuzz/corpus: both targets read the same bytes as the
+# same model.
+#
 # Needs clang-19, libclang-rt-19-dev and llvm-19 (`./dev fuzz` installs them)
-# and the .venv's onnxruntime (its libonnxruntime.so is linked).
+# and the .venv's onnxruntime and openvino (their libraries are linked).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 VENV="$ROOT/.venv"
 BUILD="${OPBRIDGE_FUZZ_BUILD:-$ROOT/build/fuzz}"
-TARGET=ort_single_node_fuzzer
-CORPUS="$ROOT/csrc/fuzz/corpus"
 DICT="$ROOT/csrc/fuzz/ort_single_node.dict"
-WORK_CORPUS="$BUILD/corpus"
 ARTIFACTS="$BUILD/artifacts"
+TARGETS=(ort_single_node_fuzzer openvino_single_node_fuzzer)
+
+# The target's variables: TARGET, CORPUS (where merge adds), SEEDS (what a
+# run reads beside it), WORK_CORPUS (where a run writes), ADAPTER.
+use_target() {
+  case "$1" in
+    ort)
+      TARGET=ort_single_node_fuzzer CORPUS="$ROOT/csrc/fuzz/corpus" SEEDS=()
+      WORK_CORPUS="$BUILD/corpus" ADAPTER=ort_adapter
+      ;;
+    openvino)
+      TARGET=openvino_single_node_fuzzer CORPUS="$ROOT/csrc/fuzz/corpus-openvino" SEEDS=("$ROOT/csrc/fuzz/corpus")
+      WORK_CORPUS="$BUILD/corpus-openvino" ADAPTER=openvino_adapter
+      ;;
+    *)
+      log "OPBRIDGE_FUZZ_TARGET must be ort or openvino, got '$1'"
+      exit 2
+      ;;
+  esac
+}
+use_target "${OPBRIDGE_FUZZ_TARGET:-ort}"
 
 log() { printf '[fuzz] %s\n' "$*" >&2; }
 
@@ -63,7 +87,7 @@ configure() {
 build() {
   bash scripts/fetch_ort_headers.sh
   configure "$BUILD" ""
-  cmake --build "$BUILD" --target "$TARGET"
+  cmake --build "$BUILD" --target "${TARGETS[@]}"
 }
 
 # Sanitizer reports end the run with a non-zero status. Leaks: libFuzzer's
@@ -79,6 +103,10 @@ export LSAN_OPTIONS="suppressions=$ROOT/scripts/lsan.supp:print_suppressions=0${
 FUZZ_FLAGS=(-dict="$DICT" -timeout=10 -rss_limit_mb=4096 -max_len=4096 -detect_leaks=0
   -print_final_stats=1 -artifact_prefix="$ARTIFACTS/")
 
+# OpenVINO's target: libFuzzer's own handler writes the input of an abort
+# (the sanitizer's, handle_abort, can fail there with a nested report).
+openvino_asan() { [[ "$TARGET" == openvino_single_node_fuzzer ]] && echo ":handle_abort=0"; true; }
+
 # Runs the fuzzer with its output in $1, also on stderr unless QUIET=1 (then
 # only the end of it, on failure); reports artifacts.
 run_fuzzer() {
@@ -87,10 +115,12 @@ run_fuzzer() {
   mkdir -p "$ARTIFACTS"
   local status=0
   if [[ "${QUIET:-0}" == 1 ]]; then
-    "$BUILD/csrc/fuzz/$TARGET" "${FUZZ_FLAGS[@]}" "$@" >"$log_file" 2>&1 || status=$?
+    ASAN_OPTIONS="$ASAN_OPTIONS$(openvino_asan)" "$BUILD/csrc/fuzz/$TARGET" "${FUZZ_FLAGS[@]}" "$@" >"$log_file" 2>&1 ||
+      status=$?
     ((status == 0)) || grep -v '^#[0-9]' "$log_file" | tail -n 80 >&2
   else
-    "$BUILD/csrc/fuzz/$TARGET" "${FUZZ_FLAGS[@]}" "$@" 2>&1 | tee "$log_file" >&2 || status=$?
+    ASAN_OPTIONS="$ASAN_OPTIONS$(openvino_asan)" "$BUILD/csrc/fuzz/$TARGET" "${FUZZ_FLAGS[@]}" "$@" 2>&1 |
+      tee "$log_file" >&2 || status=$?
   fi
   if ((status != 0)); then
     log "FAILED (exit $status); the report is above and in $log_file"
@@ -121,9 +151,9 @@ case "$cmd" in
   run)
     seconds="${1:-600}"
     build
-    mkdir -p "$WORK_CORPUS"
-    log "fuzzing for $seconds s (new inputs in ${WORK_CORPUS#"$ROOT"/})"
-    run_fuzzer "$BUILD/run.log" -max_total_time="$seconds" "$WORK_CORPUS" "$CORPUS"
+    mkdir -p "$WORK_CORPUS" "$CORPUS"
+    log "fuzzing $TARGET for $seconds s (new inputs in ${WORK_CORPUS#"$ROOT"/})"
+    run_fuzzer "$BUILD/run.log" -max_total_time="$seconds" "$WORK_CORPUS" "$CORPUS" "${SEEDS[@]}"
     log "$(summary "$BUILD/run.log")"
     log "keep what it found: scripts/fuzz.sh merge"
     ;;
@@ -131,24 +161,28 @@ case "$cmd" in
     seconds="${1:-30}"
     start=$SECONDS
     build
-    built=$((SECONDS - start))
-    start=$SECONDS
+    log "times (s): build=$((SECONDS - start))"
     export QUIET=1
-    run_fuzzer "$BUILD/corpus.log" -runs=0 "$CORPUS"
-    replayed=$((SECONDS - start))
-    scratch="$(mktemp -d)"
-    trap 'rm -rf "$scratch"' EXIT
-    start=$SECONDS
-    run_fuzzer "$BUILD/brief.log" -max_total_time="$seconds" "$scratch" "$CORPUS"
-    fuzzed=$((SECONDS - start))
-    log "corpus: $(ls "$CORPUS" | wc -l) inputs, no crash; fuzzing: $(summary "$BUILD/brief.log")"
-    log "times (s): build=$built corpus=$replayed fuzz=$fuzzed total=$((built + replayed + fuzzed))"
+    for target in ort openvino; do
+      use_target "$target"
+      start=$SECONDS
+      run_fuzzer "$BUILD/corpus.log" -runs=0 "$CORPUS"
+      replayed=$((SECONDS - start))
+      scratch="$(mktemp -d)"
+      start=$SECONDS
+      run_fuzzer "$BUILD/brief.log" -max_total_time="$seconds" "$scratch" "$CORPUS"
+      fuzzed=$((SECONDS - start))
+      rm -rf "$scratch"
+      log "$TARGET: corpus: $(ls "$CORPUS" | wc -l) inputs, no crash; fuzzing: $(summary "$BUILD/brief.log")"
+      log "$TARGET: times (s): corpus=$replayed fuzz=$fuzzed"
+    done
     ;;
   merge)
     [[ -x "$BUILD/csrc/fuzz/$TARGET" ]] || build
+    mkdir -p "$CORPUS" "$WORK_CORPUS"
     before="$(ls "$CORPUS" | wc -l)"
-    run_fuzzer "$BUILD/merge.log" -merge=1 "$CORPUS" "$WORK_CORPUS"
-    log "csrc/fuzz/corpus: $before -> $(ls "$CORPUS" | wc -l) inputs"
+    run_fuzzer "$BUILD/merge.log" -merge=1 "$CORPUS" "$WORK_CORPUS" "${SEEDS[@]}"
+    log "${CORPUS#"$ROOT"/}: $before -> $(ls "$CORPUS" | wc -l) inputs"
     ;;
   coverage)
     cov="$BUILD-cov"
@@ -160,14 +194,14 @@ case "$cmd" in
       >"$cov/coverage-run.log" 2>&1
     llvm-profdata-19 merge -sparse "$cov"/*.profraw -o "$cov/fuzz.profdata"
     llvm-cov-19 report "$cov/csrc/fuzz/$TARGET" -instr-profile="$cov/fuzz.profdata" \
-      "$ROOT/csrc/ort_adapter" "$ROOT/csrc/opbridge" "$ROOT/csrc/ops"
+      "$ROOT/csrc/$ADAPTER" "$ROOT/csrc/opbridge" "$ROOT/csrc/ops"
     llvm-cov-19 show "$cov/csrc/fuzz/$TARGET" -instr-profile="$cov/fuzz.profdata" -format=html \
-      -output-dir="$cov/html" "$ROOT/csrc/ort_adapter" "$ROOT/csrc/opbridge" "$ROOT/csrc/ops"
+      -output-dir="$cov/html" "$ROOT/csrc/$ADAPTER" "$ROOT/csrc/opbridge" "$ROOT/csrc/ops"
     log "annotated sources: ${cov#"$ROOT"/}/html/index.html"
     ;;
   repro)
     [[ -x "$BUILD/csrc/fuzz/$TARGET" ]] || build
-    OPBRIDGE_FUZZ_VERBOSE=1 "$BUILD/csrc/fuzz/$TARGET" "${FUZZ_FLAGS[@]}" "$@"
+    ASAN_OPTIONS="$ASAN_OPTIONS$(openvino_asan)" OPBRIDGE_FUZZ_VERBOSE=1 "$BUILD/csrc/fuzz/$TARGET" "${FUZZ_FLAGS[@]}" "$@"
     ;;
   *)
     echo "usage: scripts/fuzz.sh {build|run [SECONDS]|brief [SECONDS]|merge|coverage|repro FILE...}" >&2

@@ -118,6 +118,99 @@ def wrong_form_uses(model: Any, wrong_forms: Mapping[str, WrongForm]) -> list[Wr
     return uses
 
 
+def _given(graph: Any) -> set[str]:
+    """A graph's (or a function's) inputs and initializers."""
+    names = {getattr(value, "name", value) for value in graph.input}
+    return names | {tensor.name for tensor in getattr(graph, "initializer", ())}
+
+
+def _outer_names(graph: Any) -> set[str]:
+    """The names a (sub)graph's nodes read that the graph does not define:
+    the values it takes from the scope around it."""
+    defined = _given(graph)
+    defined.update(name for node in graph.node for name in node.output)
+    used: set[str] = set()
+    for node in graph.node:
+        used.update(name for name in node.input if name)
+        for attribute in node.attribute:
+            subgraphs = [attribute.g] if attribute.HasField("g") else []
+            for subgraph in [*subgraphs, *attribute.graphs]:
+                used.update(_outer_names(subgraph))
+    return used - defined
+
+
+def graph_cycle(graph: Any) -> list[Any] | None:
+    """The nodes of a cycle in ``graph`` (an ``onnx.GraphProto`` or
+    ``FunctionProto``), each
+    needing an output of the next and the last one of the first; None when
+    it has none (its subgraphs' cycles included). A node with subgraphs
+    needs the outer values they read."""
+    given = _given(graph)
+    maker = {}
+    for index, node in enumerate(graph.node):
+        for name in node.output:
+            if name and name not in given:
+                maker.setdefault(name, index)
+    needs: list[list[int]] = []
+    for node in graph.node:
+        names = {name for name in node.input if name}
+        for attribute in node.attribute:
+            subgraphs = [attribute.g] if attribute.HasField("g") else []
+            for subgraph in [*subgraphs, *attribute.graphs]:
+                inner = graph_cycle(subgraph)
+                if inner is not None:
+                    return inner
+                names.update(_outer_names(subgraph))
+        needs.append(sorted(maker[name] for name in names if name in maker))
+    # Depth-first, iteratively (a long chain must not reach the recursion limit).
+    state = [0] * len(graph.node)  # 0 unseen, 1 on the path, 2 done
+    for start in range(len(graph.node)):
+        if state[start]:
+            continue
+        path = [start]
+        edges = [iter(needs[start])]
+        state[start] = 1
+        while path:
+            step = next(edges[-1], None)
+            if step is None:
+                state[path.pop()] = 2
+                edges.pop()
+            elif state[step] == 1:
+                return [graph.node[i] for i in path[path.index(step) :]]
+            elif state[step] == 0:
+                state[step] = 1
+                path.append(step)
+                edges.append(iter(needs[step]))
+    return None
+
+
+def cycle_text(cycle: list[Any]) -> str:
+    """``node 'a' (Add) needs 'x', an output of node 'b' (Relu), which needs
+    'y', an output of node 'a' (Add)``: a cycle of :func:`graph_cycle`."""
+
+    def name(node: Any) -> str:
+        kind = f"{node.domain}::{node.op_type}" if node.domain else node.op_type
+        return f"node {node.name!r} ({kind})" if node.name else f"an unnamed {kind} node"
+
+    parts = []
+    for i, node in enumerate(cycle):
+        after = cycle[(i + 1) % len(cycle)]
+        value = next(n for n in after.output if n and n in set(node.input) | _subgraph_reads(node))
+        parts.append(
+            f"{name(node) if i == 0 else 'which'} needs {value!r}, an output of {name(after)}"
+        )
+    return ", ".join(parts)
+
+
+def _subgraph_reads(node: Any) -> set[str]:
+    names: set[str] = set()
+    for attribute in node.attribute:
+        subgraphs = [attribute.g] if attribute.HasField("g") else []
+        for subgraph in [*subgraphs, *attribute.graphs]:
+            names.update(_outer_names(subgraph))
+    return names
+
+
 # Set while a caller that reports wrong forms itself (verify) opens sessions.
 _REPORTED_BY_CALLER: contextvars.ContextVar[bool] = contextvars.ContextVar(
     "opbridge_wrong_forms_reported", default=False

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from opbridge._library import BUILTIN, Library, libraries, library_for_domain
-from opbridge.runtimes.base import Runtime, RuntimeCheck, WrongForm
+from opbridge.runtimes.base import Runtime, RuntimeCheck, WrongForm, cycle_text, graph_cycle
 from opbridge.runtimes.onnxruntime import (
     _nodes,
     check_op_types,
@@ -166,6 +166,22 @@ def _escape_node_names(model: Any) -> Any:
     return proto
 
 
+def _check_acyclic(proto: Any) -> None:
+    """Raises for a cycle in the model's graph or a function's body, which
+    ONNX does not allow: OpenVINO's ONNX reader would allocate memory on it
+    until it fails (std::bad_alloc), a known fault of OpenVINO 2026.4."""
+    bodies = [("the graph", proto.graph)]
+    bodies += [(f"function {f.domain}::{f.name}", f) for f in proto.functions]
+    for where, body in bodies:
+        cycle = graph_cycle(body)
+        if cycle is not None:
+            raise RuntimeError(
+                f"opbridge.openvino.read_model: {where} of the model has a cycle, which ONNX "
+                f"does not allow: {cycle_text(cycle)} (OpenVINO's ONNX reader would allocate "
+                "memory until it fails)"
+            )
+
+
 def read_model(model: Any, core: Any = None, *, allow_wrong_forms: bool = False):
     """An ``openvino.Model`` of ``model`` (an ONNX path, bytes or
     ``ModelProto``, an IR ``.xml`` path, or an ``openvino.Model``) with the
@@ -187,6 +203,7 @@ def read_model(model: Any, core: Any = None, *, allow_wrong_forms: bool = False)
     core = core or _shared_core()
     add_extensions(core, _extensions_for(model))
     if _is_onnx(model):
+        _check_acyclic(load_model(model))
         RUNTIME.check_wrong_forms(load_model(model), allow_wrong_forms=allow_wrong_forms)
         inlined = _inline_local_functions(model)
         if inlined is not None:
