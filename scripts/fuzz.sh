@@ -7,7 +7,7 @@
 #   scripts/fuzz.sh build              configure and build build/fuzz (clang-19)
 #   scripts/fuzz.sh run [SECONDS]      fuzz for SECONDS (default 600) from the target's corpus;
 #                                      new inputs go to build/fuzz/corpus[-openvino]; prints exec/s, cov, ft
-#   scripts/fuzz.sh brief [SECONDS]    for each target: its corpus once, then SECONDS (default 30) of
+#   scripts/fuzz.sh brief [SECONDS]    for each of OPBRIDGE_FUZZ_BRIEF_TARGETS (default: ort): its corpus once, then SECONDS (default 30) of
 #                                      fuzzing into a scratch directory; fails on any crash (./dev test)
 #   scripts/fuzz.sh merge              add the inputs of build/fuzz/corpus[-openvino] that bring new
 #                                      coverage to the target's corpus (libFuzzer -merge=1)
@@ -163,7 +163,7 @@ case "$cmd" in
     build
     log "times (s): build=$((SECONDS - start))"
     export QUIET=1
-    for target in ort openvino; do
+    for target in ${OPBRIDGE_FUZZ_BRIEF_TARGETS:-ort}; do
       use_target "$target"
       start=$SECONDS
       run_fuzzer "$BUILD/corpus.log" -runs=0 "$CORPUS"
