@@ -87,6 +87,11 @@ endif()
 # one build loads in every torch from OPBRIDGE_TORCH_TARGET_VERSION on; CPU
 # kernels only (no CUDA yet), Meta and autograd registered from Python.
 option(OPBRIDGE_TORCH_STABLE_ABI "Build the PyTorch library on LibTorch's stable ABI (CPU kernels)" OFF)
+# Beside the default-ABI library (the build's torch, at full speed), a
+# stable-ABI one, lib<name>_torch_stable.so, that the extension module loads
+# under any other torch from OPBRIDGE_TORCH_TARGET_VERSION on: one wheel for
+# every recent torch. CPU builds only (the stable library has no CUDA kernels).
+option(OPBRIDGE_TORCH_STABLE_FALLBACK "Also build the stable-ABI PyTorch library, loaded under another torch" ON)
 # The oldest torch the stable-ABI library targets: 2.12 gives the schema tags
 # (pt2_compliant) through the stable C API; parallel_for, the version-aware
 # dispatcher calls and the lists and strings of the stack are 2.10.
@@ -322,27 +327,17 @@ function(_opbridge_adapter_torch name out_var)
   string(REGEX MATCH "^[0-9]+\\.[0-9]+" _torch_minor "${OPBRIDGE_TORCH_VERSION}")
 
   _opbridge_torch_part(_part)
-  _opbridge_sdk_objects(${_part} _sdk_torch)
   _opbridge_library_objects(${name} _objects)
   set(_library ${name}_torch_library)
-  add_library(${_library} SHARED ${_sdk_torch} ${_objects})
-  set_target_properties(
-    ${_library} PROPERTIES OUTPUT_NAME "${ARG_TORCH_LIBRARY_NAME}" CXX_VISIBILITY_PRESET hidden
-                           VISIBILITY_INLINES_HIDDEN ON LINK_DEPENDS "${OPBRIDGE_SDK_CSRC}/torch_adapter/exports.map")
-  # Objects only: compiled by <name>_core and the SDK's torch part.
-  target_link_libraries(${_library} PRIVATE ${name}_core torch)
-  # Exports only torch_library.h's and interface.h's C entry points; links
-  # no libpython (--no-undefined: a Python symbol would fail the link).
-  target_link_options(${_library} PRIVATE "-Wl,--no-undefined"
-                      "-Wl,--version-script=${OPBRIDGE_SDK_CSRC}/torch_adapter/exports.map")
-  if(OPBRIDGE_TORCH_STABLE_ABI)
-    # Only the libraries that hold the stable C shims end up needed.
-    target_link_options(${_library} PRIVATE "-Wl,--as-needed")
-  elseif(OPBRIDGE_TORCH_LIBGOMP)
-    target_link_libraries(${_library} PRIVATE "${OPBRIDGE_TORCH_LIBGOMP}")
+  _opbridge_torch_library(${name} ${_library} ${_part} "${ARG_TORCH_LIBRARY_NAME}" "${_objects}")
+  set(_libraries ${_library})
+  set(_stable_file "")
+  if(OPBRIDGE_TORCH_STABLE_FALLBACK AND NOT OPBRIDGE_TORCH_STABLE_ABI AND NOT OPBRIDGE_CUDA)
+    _opbridge_torch_library(${name} ${name}_torch_stable_library torch_stable "${ARG_TORCH_LIBRARY_NAME}_stable"
+                            "${_objects}")
+    list(APPEND _libraries ${name}_torch_stable_library)
+    set(_stable_file "lib${ARG_TORCH_LIBRARY_NAME}_stable.so")
   endif()
-  # Installed beside the torch wheel's libraries (site-packages/torch/lib).
-  set_target_properties(${_library} PROPERTIES INSTALL_RPATH "$ORIGIN/../torch/lib")
 
   # The module: pybind11 (from torch's headers) and the library's table; it
   # links neither libtorch nor the kernels.
@@ -368,9 +363,36 @@ function(_opbridge_adapter_torch name out_var)
   if(OPBRIDGE_TORCH_STABLE_ABI)
     target_compile_definitions(${name}_torch PRIVATE OPBRIDGE_TORCH_STABLE_ABI=1
                                                      OPBRIDGE_TORCH_TARGET_VERSION="${OPBRIDGE_TORCH_TARGET_VERSION}")
+  elseif(_stable_file)
+    target_compile_definitions(${name}_torch PRIVATE OPBRIDGE_TORCH_STABLE_LIBRARY_FILE="${_stable_file}"
+                                                     OPBRIDGE_TORCH_TARGET_VERSION="${OPBRIDGE_TORCH_TARGET_VERSION}")
   endif()
-  add_dependencies(${name}_torch ${_library})
-  set(${out_var} ${name}_torch ${_library} PARENT_SCOPE)
+  add_dependencies(${name}_torch ${_libraries})
+  set(${out_var} ${name}_torch ${_libraries} PARENT_SCOPE)
+endfunction()
+
+# One PyTorch library, lib<file>.so: the SDK's torch part (torch,
+# torch_cuda or torch_stable) and the library's own objects.
+function(_opbridge_torch_library name target part file objects)
+  _opbridge_sdk_objects(${part} _sdk_torch)
+  add_library(${target} SHARED ${_sdk_torch} ${objects})
+  set_target_properties(
+    ${target} PROPERTIES OUTPUT_NAME "${file}" CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON
+                         LINK_DEPENDS "${OPBRIDGE_SDK_CSRC}/torch_adapter/exports.map")
+  # Objects only: compiled by <name>_core and the SDK's torch part.
+  target_link_libraries(${target} PRIVATE ${name}_core torch)
+  # Exports only torch_library.h's and interface.h's C entry points; links
+  # no libpython (--no-undefined: a Python symbol would fail the link).
+  target_link_options(${target} PRIVATE "-Wl,--no-undefined"
+                      "-Wl,--version-script=${OPBRIDGE_SDK_CSRC}/torch_adapter/exports.map")
+  if(part STREQUAL "torch_stable")
+    # Only the libraries that hold the stable C shims end up needed.
+    target_link_options(${target} PRIVATE "-Wl,--as-needed")
+  elseif(OPBRIDGE_TORCH_LIBGOMP)
+    target_link_libraries(${target} PRIVATE "${OPBRIDGE_TORCH_LIBGOMP}")
+  endif()
+  # Installed beside the torch wheel's libraries (site-packages/torch/lib).
+  set_target_properties(${target} PROPERTIES INSTALL_RPATH "$ORIGIN/../torch/lib")
 endfunction()
 
 # OpenVINO's CMake package, once per project: OpenVINO_DIR when set, else

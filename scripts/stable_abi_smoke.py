@@ -1,5 +1,6 @@
-"""Smoke test of a stable-ABI build of opbridge (OPBRIDGE_TORCH_STABLE_ABI=ON)
-in an environment whose torch differs from the one it was built against:
+"""Smoke test of opbridge's stable-ABI PyTorch library (lib<name>_torch_stable.so,
+which the extension module loads under a torch other than the build's, or
+under OPBRIDGE_TORCH_ADAPTER=stable; or a build with OPBRIDGE_TORCH_STABLE_ABI=ON):
 
     python scripts/stable_abi_smoke.py [USER_PACKAGE ...]
 
@@ -17,7 +18,6 @@ non-zero on the first failure.
 from __future__ import annotations
 
 import importlib
-import subprocess
 import sys
 import time
 
@@ -28,23 +28,24 @@ import opbridge
 
 
 def check_library_symbols(path) -> None:
-    # Only the stable C shims of libtorch: no mangled C++ torch/c10 symbol.
-    undefined = subprocess.run(
-        ["nm", "-D", "--undefined-only", str(path)], capture_output=True, text=True, check=True
-    ).stdout.split()
-    mangled = [s for s in undefined if s.startswith(("_ZN3c10", "_ZN2at", "_ZN5torch", "_ZNK3c10"))]
-    mangled += [s for s in undefined if s.startswith(("_ZNK2at", "_ZNK5torch"))]
-    assert not mangled, f"{path.name} uses torch's C++ ABI: {mangled[:5]}"
+    # Only LibTorch's stable C API: no symbol of torch's C++ ABI.
+    from opbridge.sdk import abi
+
+    outside = abi.stable_abi_violations(path)
+    assert not outside, f"{path.name} needs torch symbols outside the stable C API: {outside[:5]}"
+    used = len(abi.torch_symbols_used(path))
+    print(f"{path.name}: {used} torch symbols, all of the stable C API")
 
 
 def main() -> int:
     built = opbridge._C.BUILD_TORCH_VERSION
-    assert opbridge._C.STABLE_ABI, "opbridge was not built on the stable ABI"
+    adapter = opbridge.libraries()[0].torch_adapter
+    assert adapter.kind == "stable", f"opbridge loaded its {adapter.kind} library: {adapter.reason}"
     print(
         f"opbridge built against torch {built} (stable ABI >= {opbridge._C.TORCH_TARGET_VERSION}), "
-        f"running torch {torch.__version__}"
+        f"running torch {torch.__version__}: {adapter.library.name} ({adapter.reason})"
     )
-    check_library_symbols(opbridge.libraries()[0].torch_library_path)
+    check_library_symbols(adapter.library)
 
     torch.manual_seed(0)
     x, w = torch.randn(4, 64, dtype=torch.float64), torch.rand(64, dtype=torch.float64) + 0.5
@@ -98,8 +99,9 @@ def main() -> int:
     for package in sys.argv[1:]:
         start = time.perf_counter()
         library = importlib.import_module(package).LIBRARY
-        assert getattr(library.module, "STABLE_ABI", False), f"{package} is not on the stable ABI"
-        check_library_symbols(library.torch_library_path)
+        loaded = library.torch_adapter
+        assert loaded.kind == "stable", f"{package} loaded {loaded.library.name}: {loaded.reason}"
+        check_library_symbols(loaded.library)
         cards = [
             card
             for card in opbridge.ops.cards().values()

@@ -1,19 +1,23 @@
 // The Python extension module of an operator library (opbridge._C for the
 // built-in operators, <name>_torch for a user's): a thin layer over the
-// library's PyTorch library, lib<name>_torch.so beside it, which holds the
-// kernels, the specs and the registrations (torch_adapter/adapter.cpp) and
-// no Python. Importing the module loads that library and registers nothing;
-// the module exposes the library's identity and specs so that the Python
-// side (ONNX export, ONNX Runtime sessions, documentation) reads the same
-// contract, and registers every spec with PyTorch when register_operators()
-// is called: opbridge.load_library calls it once its checks pass, so a
-// refused library leaves no operator behind.
+// library's PyTorch library beside it, which holds the kernels, the specs
+// and the registrations and no Python: lib<name>_torch.so (adapter.cpp, the
+// default ABI) under the torch it was built with, else
+// lib<name>_torch_stable.so (stable_adapter.cpp, LibTorch's stable ABI) where
+// the build made one (OPBRIDGE_TORCH_STABLE_FALLBACK). Importing the module loads that library and registers
+// nothing; the module exposes the library's identity and specs so that the Python side (ONNX export, ONNX
+// Runtime sessions, documentation) reads the same contract, and registers every spec with PyTorch when
+// register_operators() is called: opbridge.load_library calls it once its checks pass, so a refused library
+// leaves no operator behind.
 #include <dlfcn.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "opbridge/spec.h"
@@ -37,17 +41,77 @@ std::string ModulePath() {
   return info.dli_fname;
 }
 
-// Loads lib<name>_torch.so from beside this module (RTLD_LOCAL: its symbols
-// stay its own) and reads its table; kept loaded for the process's life.
-const adapter::Interface& LoadTorchLibrary() {
+// major.minor of a version text ("2.13.0+cpu" -> {2, 13}); {-1, -1} if none.
+std::pair<int, int> MinorVersion(const std::string& text) {
+  int major = -1;
+  int minor = -1;
+  if (std::sscanf(text.c_str(), "%d.%d", &major, &minor) != 2) return {-1, -1};
+  return {major, minor};
+}
+
+// Which PyTorch library this module loads, and why: the default-ABI one
+// under the torch it was built with, the stable-ABI one (where built) under
+// any other from its target on; OPBRIDGE_TORCH_ADAPTER=default|stable forces one.
+struct TorchLibraryChoice {
+  std::string file;
+  bool stable = false;
+  std::string reason;
+};
+
+TorchLibraryChoice ChooseTorchLibrary(const std::string& module) {
+  const std::string running = py::str(py::module_::import("torch").attr("__version__"));
+  const std::string built = OPBRIDGE_TORCH_VERSION;
+#if defined(OPBRIDGE_TORCH_STABLE_ABI)
+  return {OPBRIDGE_TORCH_LIBRARY_FILE, true,
+          "built on the stable ABI only (torch " OPBRIDGE_TORCH_TARGET_VERSION " and later); torch " +
+              running + " is running"};
+#elif defined(OPBRIDGE_TORCH_STABLE_LIBRARY_FILE)
+  const char* forced = std::getenv("OPBRIDGE_TORCH_ADAPTER");
+  const std::string force = forced != nullptr ? forced : "";
+  if (force == "default") {
+    return {OPBRIDGE_TORCH_LIBRARY_FILE, false,
+            "OPBRIDGE_TORCH_ADAPTER=default (built with torch " + built + ")"};
+  }
+  if (force == "stable") {
+    return {OPBRIDGE_TORCH_STABLE_LIBRARY_FILE, true, "OPBRIDGE_TORCH_ADAPTER=stable"};
+  }
+  if (!force.empty()) {
+    throw py::import_error("opbridge: " + module +
+                           ": OPBRIDGE_TORCH_ADAPTER must be 'default' or 'stable' (or unset), got '" +
+                           force + "'");
+  }
+  const auto now = MinorVersion(running);
+  if (now == MinorVersion(built)) {
+    return {OPBRIDGE_TORCH_LIBRARY_FILE, false,
+            "torch " + running + " is the torch it was built with (" + built + ")"};
+  }
+  if (now < MinorVersion(OPBRIDGE_TORCH_TARGET_VERSION)) {
+    throw py::import_error("opbridge: " + module +
+                           " runs under torch " OPBRIDGE_TORCH_TARGET_VERSION
+                           " and later (its stable-ABI library) or under torch " +
+                           built + " (its build's), not under torch " + running +
+                           "; rebuild it against this torch");
+  }
+  return {OPBRIDGE_TORCH_STABLE_LIBRARY_FILE, true,
+          "torch " + running + " is not the torch it was built with (" + built +
+              "): the stable-ABI library serves torch " OPBRIDGE_TORCH_TARGET_VERSION " and later"};
+#else
+  return {OPBRIDGE_TORCH_LIBRARY_FILE, false,
+          "the only PyTorch library built (with torch " + built + "); torch " + running + " is running"};
+#endif
+}
+
+// Loads the chosen PyTorch library from beside this module (RTLD_LOCAL: its
+// symbols stay its own) and reads its table; kept loaded for the process's life.
+const adapter::Interface& LoadTorchLibrary(const TorchLibraryChoice& choice) {
   const std::string module = ModulePath();
   const std::string folder = module.substr(0, module.find_last_of('/') + 1);
-  const std::string path = folder + OPBRIDGE_TORCH_LIBRARY_FILE;
+  const std::string path = folder + choice.file;
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* error = dlerror();
-    throw py::import_error("opbridge: " + module + " could not load its PyTorch library " + path + ": " +
-                           (error != nullptr ? error : "unknown error") +
+    throw py::import_error("opbridge: " + module + " could not load its PyTorch library " + path + " (" +
+                           choice.reason + "): " + (error != nullptr ? error : "unknown error") +
                            " (it is built and installed beside the module)");
   }
   using Lookup = const adapter::Interface* (*)(uint32_t);
@@ -171,7 +235,8 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> Results(
 #endif
 
 PYBIND11_MODULE(OPBRIDGE_MODULE_NAME, m) {
-  api = &LoadTorchLibrary();
+  const TorchLibraryChoice choice = ChooseTorchLibrary(ModulePath());
+  api = &LoadTorchLibrary(choice);
   const opbridge::LibraryInfo& library = api->this_library();
   m.doc() = "opbridge operator library: registers its operators with PyTorch";
   // The opbridge SDK this library was built with.
@@ -182,7 +247,18 @@ PYBIND11_MODULE(OPBRIDGE_MODULE_NAME, m) {
   // File names of the library's ONNX Runtime custom-op library and of its
   // PyTorch library (what this module loads; for C++ hosts), beside this module.
   m.attr("ORT_LIBRARY") = OPBRIDGE_ORT_LIBRARY_FILE;
-  m.attr("TORCH_LIBRARY") = OPBRIDGE_TORCH_LIBRARY_FILE;
+  m.attr("TORCH_LIBRARY") = choice.file;
+  // Every PyTorch library built beside the module: the default-ABI one
+  // first, then the stable-ABI one where built.
+#if defined(OPBRIDGE_TORCH_STABLE_LIBRARY_FILE)
+  m.attr("TORCH_LIBRARIES") =
+      std::vector<std::string>{OPBRIDGE_TORCH_LIBRARY_FILE, OPBRIDGE_TORCH_STABLE_LIBRARY_FILE};
+#else
+  m.attr("TORCH_LIBRARIES") = std::vector<std::string>{OPBRIDGE_TORCH_LIBRARY_FILE};
+#endif
+  // Which one was loaded ("default" or "stable") and why.
+  m.attr("TORCH_ADAPTER") = choice.stable ? "stable" : "default";
+  m.attr("TORCH_ADAPTER_REASON") = choice.reason;
   // Build facts for `opbridge doctor`.
   m.attr("BUILD_COMPILER") = "g++ " __VERSION__;
   m.attr("BUILD_CXX11_ABI") = static_cast<bool>(_GLIBCXX_USE_CXX11_ABI);
@@ -195,11 +271,9 @@ PYBIND11_MODULE(OPBRIDGE_MODULE_NAME, m) {
   // A library on LibTorch's stable ABI (stable_adapter.cpp) registers its
   // schemas and CPU kernels in C++; opbridge.load_library adds the fake
   // kernels and the autograd formulas from Python, and checks for taken names.
-#ifdef OPBRIDGE_TORCH_STABLE_ABI
-  m.attr("STABLE_ABI") = true;
+  m.attr("STABLE_ABI") = choice.stable;
+#ifdef OPBRIDGE_TORCH_TARGET_VERSION
   m.attr("TORCH_TARGET_VERSION") = OPBRIDGE_TORCH_TARGET_VERSION;
-#else
-  m.attr("STABLE_ABI") = false;
 #endif
   m.def("runtime_checks_enabled", api->runtime_checks_enabled);
   m.def("register_operators", api->register_operators,

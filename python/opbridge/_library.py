@@ -104,6 +104,23 @@ ONNX_DOMAIN_VERSION: int = _C.ONNX_DOMAIN_VERSION
 
 
 @dataclass(frozen=True)
+class TorchAdapter:
+    """The PyTorch library an operator library runs on (:attr:`Library.torch_adapter`)."""
+
+    kind: str
+    """``"default"`` (the build's torch, torch's C++ ABI) or ``"stable"``
+    (LibTorch's stable C ABI, every torch from the build's target on)."""
+    library: Path
+    """The file loaded (for a C++ host: the one to link or ``dlopen``)."""
+    reason: str
+    """Why this one: the running torch against the build's, or ``OPBRIDGE_TORCH_ADAPTER``."""
+    built_with: str
+    """The torch the library was built against."""
+    available: tuple[Path, ...]
+    """Every PyTorch library built beside the module, the default-ABI one first."""
+
+
+@dataclass(frozen=True)
 class Library:
     """One loaded operator library."""
 
@@ -121,11 +138,30 @@ class Library:
 
     @property
     def torch_library_path(self) -> Path:
-        """The PyTorch library (beside the module): the operators' kernels and
-        registrations without Python, for C++ hosts that link libtorch (they
-        call its ``opbridge_register_torch_operators()``). A library built by
-        an older SDK has none: the path then names no file."""
+        """The PyTorch library the module loaded (beside it; :attr:`torch_adapter`
+        says which and why): the operators' kernels and registrations without
+        Python, for C++ hosts that link libtorch (they call its
+        ``opbridge_register_torch_operators()``). A library built by an older
+        SDK has none: the path then names no file."""
         return self.path.parent / getattr(self.module, "TORCH_LIBRARY", f"lib{self.name}_torch.so")
+
+    @property
+    def torch_adapter(self) -> TorchAdapter:
+        """Which PyTorch library the module loaded and why: the default-ABI one
+        under the torch it was built with, the stable-ABI one under another
+        (see docs/guides/pytorch-native.md)."""
+        module = self.module
+        stable = bool(getattr(module, "STABLE_ABI", False))
+        return TorchAdapter(
+            kind=getattr(module, "TORCH_ADAPTER", "stable" if stable else "default"),
+            library=self.torch_library_path,
+            reason=getattr(module, "TORCH_ADAPTER_REASON", "built by an older SDK"),
+            built_with=getattr(module, "BUILD_TORCH_VERSION", "unknown"),
+            available=tuple(
+                self.path.parent / name
+                for name in getattr(module, "TORCH_LIBRARIES", (self.torch_library_path.name,))
+            ),
+        )
 
     @property
     def ort_library_path(self) -> Path:

@@ -63,6 +63,9 @@ def diagnose() -> tuple[list[tuple[str, str]], list[Check]]:
     facts.append(("SIMD target (run time)", simd() if callable(simd) else "scalar build"))
 
     checks.append(Check("native extension loads", True, _C.__file__))
+    adapter = opbridge.libraries()[0].torch_adapter
+    loaded = f"{adapter.library.name} ({adapter.kind} ABI): {adapter.reason}"
+    facts.append(("PyTorch library", loaded))
     if getattr(_C, "STABLE_ABI", False):
         # A stable-ABI build runs on every torch from its target version on.
         target = _C.TORCH_TARGET_VERSION
@@ -79,7 +82,8 @@ def diagnose() -> tuple[list[tuple[str, str]], list[Check]]:
         checks.append(
             Check(
                 "torch matches the build",
-                torch.__version__ == _C.BUILD_TORCH_VERSION,
+                torch.__version__.split("+")[0].split(".")[:2]
+                == _C.BUILD_TORCH_VERSION.split("+")[0].split(".")[:2],
                 f"built against {_C.BUILD_TORCH_VERSION}, running {torch.__version__}",
             )
         )

@@ -1,0 +1,117 @@
+"""Both PyTorch libraries of one build: the default-ABI one under the build's
+torch, the stable-ABI one (lib<name>_torch_stable.so) under any other from
+its target on, or when OPBRIDGE_TORCH_ADAPTER forces it; what the stable one
+needs of torch, read from the file."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+import opbridge
+from opbridge.sdk import abi
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _python(code: str, **env) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **env},
+        check=False,
+        timeout=600,
+    )
+
+
+def test_the_build_torch_gets_the_default_library():
+    adapter = opbridge.libraries()[0].torch_adapter
+    assert adapter.kind == "default"
+    assert adapter.library.name == "libopbridge_torch.so"
+    assert [path.name for path in adapter.available] == [
+        "libopbridge_torch.so",
+        "libopbridge_torch_stable.so",
+    ]
+    assert all(path.is_file() for path in adapter.available)
+    assert adapter.built_with == torch.__version__
+    assert f"torch {torch.__version__} is the torch it was built with" in adapter.reason
+    assert not opbridge._C.STABLE_ABI
+
+
+def test_doctor_names_the_library_loaded_and_why():
+    result = subprocess.run(
+        [sys.executable, "-m", "opbridge", "doctor"], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "libopbridge_torch.so (default ABI): torch" in result.stdout
+    forced = subprocess.run(
+        [sys.executable, "-m", "opbridge", "doctor"],
+        capture_output=True,
+        text=True,
+        check=False,
+        env={**os.environ, "OPBRIDGE_TORCH_ADAPTER": "stable"},
+    )
+    assert forced.returncode == 0, forced.stdout + forced.stderr
+    expected = "libopbridge_torch_stable.so (stable ABI): OPBRIDGE_TORCH_ADAPTER=stable"
+    assert expected in forced.stdout
+
+
+def test_an_unknown_adapter_is_refused_by_name():
+    result = _python("import opbridge", OPBRIDGE_TORCH_ADAPTER="fast")
+    assert result.returncode != 0
+    expected = "OPBRIDGE_TORCH_ADAPTER must be 'default' or 'stable' (or unset), got 'fast'"
+    assert expected in result.stderr
+
+
+def test_the_stable_library_needs_the_stable_c_api_only():
+    default, stable = opbridge.libraries()[0].torch_adapter.available
+    used = abi.torch_symbols_used(stable)
+    assert any(name.startswith("aoti_torch_") for name in used), sorted(used)
+    assert abi.stable_abi_violations(stable) == []
+    # The check can fail: the default-ABI library needs torch's C++ ABI.
+    outside = abi.stable_abi_violations(default)
+    assert any(name.startswith(("at::", "c10::", "torch::")) for name in outside), outside[:10]
+
+
+def test_the_stable_library_runs_the_smoke_script():
+    # Forward, autograd, torch.compile, torch.export and a custom-route
+    # export in ONNX Runtime, on the stable-ABI library under this torch.
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "stable_abi_smoke.py")],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OPBRIDGE_TORCH_ADAPTER": "stable"},
+        check=False,
+        timeout=600,
+        cwd=os.environ.get("TMPDIR", "/tmp"),
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "libopbridge_torch_stable.so (OPBRIDGE_TORCH_ADAPTER=stable)" in result.stdout
+    assert "custom-route ONNX export in ONNX Runtime: ok" in result.stdout
+
+
+def test_every_builtin_operator_on_the_stable_library():
+    # The SDK's checks of every built-in operator: its reference and
+    # opcheck (schemas, fake kernels, autograd registration); the default
+    # library meets them in tests/ops/test_cards.py.
+    adapter = "stable"
+    code = f"""
+import opbridge
+from opbridge.sdk import testing
+
+assert opbridge.libraries()[0].torch_adapter.kind == {adapter!r}
+cards = [c for c in opbridge.ops.cards().values() if c.namespace == "opbridge"]
+assert len(cards) >= 5, cards
+for card in cards:
+    testing.check_reference(card)
+    testing.check_opcheck(card)
+print(len(cards), "checked")
+"""
+    result = _python(code, OPBRIDGE_TORCH_ADAPTER=adapter)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "checked" in result.stdout
