@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# One build on several torch releases: opbridge's wheel built on LibTorch's
-# stable ABI (-DOPBRIDGE_TORCH_STABLE_ABI=ON) against the main environment's
-# torch 2.13, then run unchanged under torch 2.14.1 (the timm environment's,
-# scripts/check_timm.sh) by scripts/stable_abi_smoke.py: ops, autograd,
-# torch.compile, torch.export and a custom-route export run in ONNX Runtime.
-# A user's package built through the SDK on that wheel, against torch 2.13
-# (examples/fused_norm, its kernels for two SIMD targets as in the timm
-# build), runs there too: the SDK's checks of its ops (reference, opcheck,
-# gradcheck, torch.compile). The environments are borrowed through .pth
-# files, behind the unpacked wheels: the 2.14.1 environment's own opbridge
-# (a CUDA build of the default ABI) and the main one's are not touched.
+# One wheel on several torch releases: opbridge's wheel as scripts/check_wheel.sh
+# built it against the main environment's torch 2.13 (both PyTorch libraries:
+# lib<name>_torch.so and lib<name>_torch_stable.so), run unchanged under
+# torch 2.14.1 (the timm environment's, scripts/check_timm.sh), where its
+# extension module loads the stable-ABI library, by scripts/stable_abi_smoke.py:
+# ops, autograd, torch.compile, torch.export and a custom-route export run in
+# ONNX Runtime, each stable library's torch symbols checked against the stable
+# C headers (opbridge.sdk.abi). A user's package built through the SDK on that
+# wheel, against torch 2.13 (examples/fused_norm, its kernels for two SIMD
+# targets as in the timm build), loads its default-ABI library there and its
+# stable-ABI one under 2.14.1, which runs the SDK's checks of its ops
+# (reference, opcheck, gradcheck, torch.compile). The environments are
+# borrowed through .pth files, behind the unpacked wheels: the 2.14.1
+# environment's own opbridge (a CUDA build of the default ABI) and the main
+# one's are not touched.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+WHEELS="$ROOT/build/wheel"
 OUT="$ROOT/build/wheel-stable"
 SCRATCH="$ROOT/build/stable-venv"
 BUILD_ENV="$ROOT/build/stable-build-venv"
@@ -23,12 +28,13 @@ if [[ ! -x "$TORCH_ENV/bin/python" ]]; then
   echo "[stable-abi] needs $TORCH_ENV (torch 2.14.1): run ./dev timm first" >&2
   exit 1
 fi
-rm -rf "$OUT"
-log "building the stable-ABI wheel against $("$ROOT/.venv/bin/python" -c 'import torch; print("torch", torch.__version__)')"
-"$ROOT/.venv/bin/python" -m pip wheel -q --no-build-isolation --no-deps "$ROOT" -w "$OUT" \
-  -Cbuild-dir="$ROOT/build/wheel-stable-build" -Ccmake.define.OPBRIDGE_TORCH_STABLE_ABI=ON \
-  -Ccmake.define.OPBRIDGE_BUILD_OPENVINO=OFF -Ccmake.define.OPBRIDGE_WERROR=ON
-wheel=("$OUT"/opbridge-*.whl)
+wheel=("$WHEELS"/opbridge-*.whl)
+if [[ ! -f "${wheel[0]}" ]]; then
+  echo "[stable-abi] needs the wheel of scripts/check_wheel.sh in $WHEELS: run it first" >&2
+  exit 1
+fi
+rm -rf "$OUT" && mkdir -p "$OUT"
+log "$(basename "${wheel[0]}") (built by scripts/check_wheel.sh)"
 "$ROOT/.venv/bin/python" -m zipfile -e "${wheel[0]}" "$OUT/unpacked"
 purelib() { "$1" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'; }
 # A scratch venv that sees the paths given, in order (unpacked wheels, then
@@ -41,7 +47,7 @@ environment() {
 }
 
 environment "$BUILD_ENV" "$OUT/unpacked" "$(purelib "$ROOT/.venv/bin/python")"
-log "building $(basename "$USER_PROJECT") on the stable-ABI wheel against torch 2.13"
+log "building $(basename "$USER_PROJECT") on the wheel against torch 2.13"
 start=$SECONDS
 # opbridge_DIR: the SDK of the wheel, not the main environment's opbridge,
 # whose site-packages scikit-build-core also puts on CMake's search path.
@@ -54,6 +60,21 @@ OPBRIDGE_HWY_DISABLED_TARGETS="HWY_SSSE3|HWY_SSE4|HWY_AVX3" "$BUILD_ENV/bin/pyth
 user_wheel=("$OUT"/user/*.whl)
 "$ROOT/.venv/bin/python" -m zipfile -e "${user_wheel[0]}" "$OUT/user/unpacked"
 log "built $(basename "${user_wheel[0]}") in $((SECONDS - start)) s"
+environment "$BUILD_ENV" "$OUT/unpacked" "$OUT/user/unpacked" "$(purelib "$ROOT/.venv/bin/python")"
+(cd "$(mktemp -d)" && "$BUILD_ENV/bin/python" - <<'PY'
+import torch
+
+import my_fused_ops
+import opbridge
+
+for library in (opbridge.libraries()[0], my_fused_ops.LIBRARY):
+    adapter = library.torch_adapter
+    names = [path.name for path in adapter.available]
+    assert adapter.kind == "default" and len(names) == 2, (library.name, adapter)
+    print(f"[stable-abi] torch {torch.__version__}: {library.name} loads {adapter.library.name} "
+          f"of {names}: {adapter.reason}")
+PY
+)
 
 environment "$SCRATCH" "$OUT/unpacked" "$OUT/user/unpacked" "$(purelib "$TORCH_ENV/bin/python")"
 log "running $(basename "${wheel[0]}") and $(basename "${user_wheel[0]}") under $("$SCRATCH/bin/python" -c 'import torch; print("torch", torch.__version__)')"

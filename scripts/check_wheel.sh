@@ -74,6 +74,13 @@ assert torch_library.is_file() and str(torch_library).startswith(site), torch_li
 undefined = subprocess.run(["nm", "-D", "-u", str(torch_library)], capture_output=True, text=True, check=True).stdout
 python_symbols = [line.split()[-1] for line in undefined.splitlines() if line.split()[-1].startswith("Py")]
 assert not python_symbols, f"{torch_library.name} needs Python: {python_symbols[:5]}"
+# Both PyTorch libraries are in the wheel; under the torch it was built
+# with, the default-ABI one is loaded (scripts/check_stable_abi.sh runs the
+# same wheel under another torch, on the stable one).
+adapter = opbridge.libraries()[0].torch_adapter
+names = [path.name for path in adapter.available]
+assert adapter.kind == "default" and names == ["libopbridge_torch.so", "libopbridge_torch_stable.so"], adapter
+assert all(path.is_file() and str(path).startswith(site) for path in adapter.available), adapter
 
 x, w = torch.randn(4, 64), torch.rand(64) + 0.5
 y = opbridge.rms_norm(x, w)

@@ -4,8 +4,10 @@ built on the SDK) from the tests."""
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from filelock import FileLock
@@ -59,3 +61,41 @@ def passes_its_tests_and_verifies(project: Path, example: Path) -> None:
     for route in ("custom", "standard"):
         out = run(PYTHON, "-m", "opbridge", "verify", f"{example}:make", "--route", route)
         assert "PASS" in out, out
+
+
+def runs_on_both_torch_libraries(package: str) -> None:
+    """The package's library was built with both PyTorch libraries: the
+    default one loads under this torch, and under OPBRIDGE_TORCH_ADAPTER=stable
+    its stable-ABI one passes the SDK's checks of each of its ops and needs
+    torch's stable C API only."""
+    code = f"""
+import opbridge
+from opbridge.sdk import abi, testing
+
+import {package} as package
+
+library = package.LIBRARY
+adapter = library.torch_adapter
+assert adapter.kind == "stable", adapter
+assert [p.name for p in adapter.available] == [
+    f"lib{{library.name}}_torch.so", f"lib{{library.name}}_torch_stable.so"
+], adapter.available
+assert abi.stable_abi_violations(adapter.library) == []
+cards = [c for c in opbridge.ops.cards().values() if c.namespace == library.torch_namespace]
+assert sorted(c.name for c in cards) == sorted(library.specs()), cards
+for card in cards:
+    testing.check_reference(card)
+    testing.check_opcheck(card)
+    testing.check_gradcheck(card)
+print("stable:", len(cards), "ops checked")
+"""
+    result = subprocess.run(
+        [PYTHON, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OPBRIDGE_TORCH_ADAPTER": "stable"},
+        cwd=tempfile.gettempdir(),
+    )
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    default = run(PYTHON, "-c", f"import {package}; print({package}.LIBRARY.torch_adapter.kind)")
+    assert default.strip() == "default", default

@@ -10,7 +10,13 @@ from pathlib import Path
 import numpy as np
 
 from paths import ROOT
-from user_project import PYTHON, installed, passes_its_tests_and_verifies, run
+from user_project import (
+    PYTHON,
+    installed,
+    passes_its_tests_and_verifies,
+    run,
+    runs_on_both_torch_libraries,
+)
 
 EXAMPLE = ROOT / "examples" / "fused_norm"
 BUILD_DIR = Path(os.environ.get("OPBRIDGE_BUILD_DIR", ROOT / "build" / "py"))
@@ -33,6 +39,7 @@ print(" ".join(map(str, x.shape)))
 def test_fused_norm_example_builds_tests_exports_verifies_and_runs_in_cpp(tmp_path):
     with installed(EXAMPLE, "my_fused_ops"):
         passes_its_tests_and_verifies(EXAMPLE, EXAMPLE / "example.py")
+        runs_on_both_torch_libraries("my_fused_ops")
         library, shape = run(PYTHON, "-c", EXPORT, str(EXAMPLE), str(tmp_path)).split("\n")[-3:-1]
         runner = BUILD_DIR / "opbridge_ort_runner"
         assert runner.is_file(), f"{runner} is not built; run ./dev setup"

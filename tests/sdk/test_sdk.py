@@ -13,7 +13,7 @@ import opbridge
 from opbridge import scaffold
 from opbridge.__main__ import main
 
-from user_project import installed, passes_its_tests_and_verifies
+from user_project import installed, passes_its_tests_and_verifies, runs_on_both_torch_libraries
 
 
 def test_backward_schema_is_generated_from_the_spec():
@@ -180,3 +180,4 @@ def test_scaffold_project_builds_passes_its_tests_and_verifies(tmp_path):
     assert main(["new-op", str(project), "--name", "soft_cap"]) == 0
     with installed(project, "soft_cap_ops"):
         passes_its_tests_and_verifies(project, project / "example.py")
+        runs_on_both_torch_libraries("soft_cap_ops")
