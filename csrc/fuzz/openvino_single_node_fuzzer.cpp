@@ -72,7 +72,6 @@ using opbridge_fuzz::Say;
 
 ov::Core* g_core = nullptr;
 std::vector<ov::AnyMap>* g_configs = nullptr;
-std::vector<const opbridge::OpSpec*>* g_specs = nullptr;
 
 // ONNX's TensorProto.DataType number of an OpenVINO element type; 0 for one
 // ONNX has no number for.
@@ -127,17 +126,12 @@ extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
                             ov::hint::performance_mode(mode)});
     }
   }
-  g_specs = new std::vector<const opbridge::OpSpec*>(opbridge::AllSpecs());
-  if (g_specs->empty()) {
-    std::fprintf(stderr, "no operator specs registered\n");
-    std::abort();
-  }
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider fdp(data, size);
-  opbridge_fuzz::Case c = opbridge_fuzz::BuildCase(fdp, *g_specs);
+  opbridge_fuzz::Case c = opbridge_fuzz::BuildCase(fdp, opbridge_fuzz::Specs());
   const opbridge::OpSpec& spec = *c.spec;
   const ov::AnyMap& config = (*g_configs)[fdp.ConsumeIntegralInRange<size_t>(0, g_configs->size() - 1)];
   const bool run_twice = fdp.ConsumeIntegralInRange<int>(0, 7) == 7;

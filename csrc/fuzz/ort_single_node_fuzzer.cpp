@@ -46,7 +46,6 @@ using opbridge_fuzz::Say;
 
 Ort::Env* g_env = nullptr;
 std::vector<Ort::SessionOptions>* g_options = nullptr;
-std::vector<const opbridge::OpSpec*>* g_specs = nullptr;
 
 }  // namespace
 
@@ -72,17 +71,12 @@ extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
       g_options->push_back(std::move(options));
     }
   }
-  g_specs = new std::vector<const opbridge::OpSpec*>(opbridge::AllSpecs());
-  if (g_specs->empty()) {
-    std::fprintf(stderr, "no operator specs registered\n");
-    std::abort();
-  }
   return 0;
 }
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider fdp(data, size);
-  opbridge_fuzz::Case c = opbridge_fuzz::BuildCase(fdp, *g_specs);
+  opbridge_fuzz::Case c = opbridge_fuzz::BuildCase(fdp, opbridge_fuzz::Specs());
   const opbridge::OpSpec& spec = *c.spec;
   std::vector<Input>& inputs = c.inputs;
   if (c.domain_version_invalid) c.invalid = "the domain version";

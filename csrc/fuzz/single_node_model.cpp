@@ -840,7 +840,19 @@ void CheckOutputs(const Case& c, const std::vector<Seen>& outputs) {
   }
 }
 
-void Init() { g_verbose = std::getenv("OPBRIDGE_FUZZ_VERBOSE") != nullptr; }
+const std::vector<const opbridge::OpSpec*>& Specs() {
+  // Kept for the life of the process, like the runtimes keep the ops.
+  static const auto* specs = new std::vector<const opbridge::OpSpec*>(opbridge::AllSpecs());
+  return *specs;
+}
+
+void Init() {
+  g_verbose = std::getenv("OPBRIDGE_FUZZ_VERBOSE") != nullptr;
+  if (Specs().empty()) {
+    std::fprintf(stderr, "no operator specs registered\n");
+    std::abort();
+  }
+}
 
 void Say(const char* what, const std::string& detail) {
   if (g_verbose) std::fprintf(stderr, "[fuzz] %s: %s\n", what, detail.c_str());

@@ -96,7 +96,10 @@ const char* DtypeName(int onnx_type);
 
 // OPBRIDGE_FUZZ_VERBOSE=1: Say prints each outcome. OPBRIDGE_FUZZ_DUMP=<file>:
 // DumpModel writes the model, to read with onnx.load when reproducing one.
+// Init also reads the library's specs (aborts when there are none).
 void Init();
+// The library's specs, read by Init: what BuildCase draws from.
+const std::vector<const opbridge::OpSpec*>& Specs();
 void Say(const char* what, const std::string& detail);
 void DumpModel(const Case& c);
 [[noreturn]] void Violation(const std::string& message);

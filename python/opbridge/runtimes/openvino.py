@@ -203,8 +203,11 @@ def read_model(model: Any, core: Any = None, *, allow_wrong_forms: bool = False)
     core = core or _shared_core()
     add_extensions(core, _extensions_for(model))
     if _is_onnx(model):
-        _check_acyclic(load_model(model))
-        RUNTIME.check_wrong_forms(load_model(model), allow_wrong_forms=allow_wrong_forms)
+        # Parsed once for both checks; OpenVINO still reads a path itself
+        # (external data lies beside it).
+        proto = load_model(model)
+        _check_acyclic(proto)
+        RUNTIME.check_wrong_forms(proto, allow_wrong_forms=allow_wrong_forms)
         inlined = _inline_local_functions(model)
         if inlined is not None:
             model = inlined
