@@ -8,14 +8,11 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import torch
 
 import opbridge
 from opbridge.sdk import abi
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def _python(code: str, **env) -> subprocess.CompletedProcess:
@@ -78,27 +75,11 @@ def test_the_stable_library_needs_the_stable_c_api_only():
     assert any(name.startswith(("at::", "c10::", "torch::")) for name in outside), outside[:10]
 
 
-def test_the_stable_library_runs_the_smoke_script():
-    # Forward, autograd, torch.compile, torch.export and a custom-route
-    # export in ONNX Runtime, on the stable-ABI library under this torch.
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "stable_abi_smoke.py")],
-        capture_output=True,
-        text=True,
-        env={**os.environ, "OPBRIDGE_TORCH_ADAPTER": "stable"},
-        check=False,
-        timeout=600,
-        cwd=os.environ.get("TMPDIR", "/tmp"),
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "libopbridge_torch_stable.so (OPBRIDGE_TORCH_ADAPTER=stable)" in result.stdout
-    assert "custom-route ONNX export in ONNX Runtime: ok" in result.stdout
-
-
 def test_every_builtin_operator_on_the_stable_library():
     # The SDK's checks of every built-in operator: its reference and
     # opcheck (schemas, fake kernels, autograd registration); the default
-    # library meets them in tests/ops/test_cards.py.
+    # library meets them in tests/ops/test_cards.py. (Under another torch,
+    # scripts/check_stable_abi.sh runs scripts/stable_abi_smoke.py on it.)
     adapter = "stable"
     code = f"""
 import opbridge
