@@ -1,5 +1,5 @@
-// Argument checks and messages shared by both adapters, so that PyTorch and
-// ONNX Runtime reject the same input with the same words.
+// Argument checks and messages shared by every adapter, so that PyTorch,
+// ONNX Runtime, OpenVINO and ExecuTorch reject the same input with the same words.
 #pragma once
 
 #include <cstdint>

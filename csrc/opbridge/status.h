@@ -1,4 +1,4 @@
-// Framework-free error reporting shared by every kernel and both adapters.
+// Framework-free error reporting shared by every kernel and every adapter.
 #pragma once
 
 #include <string>
