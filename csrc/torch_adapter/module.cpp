@@ -42,7 +42,7 @@ std::string ModulePath() {
 }
 
 // major.minor of a version text ("2.13.0+cpu" -> {2, 13}); {-1, -1} if none.
-std::pair<int, int> MinorVersion(const std::string& text) {
+[[maybe_unused]] std::pair<int, int> MinorVersion(const std::string& text) {
   int major = -1;
   int minor = -1;
   if (std::sscanf(text.c_str(), "%d.%d", &major, &minor) != 2) return {-1, -1};
@@ -58,7 +58,7 @@ struct TorchLibraryChoice {
   std::string reason;
 };
 
-TorchLibraryChoice ChooseTorchLibrary(const std::string& module) {
+TorchLibraryChoice ChooseTorchLibrary([[maybe_unused]] const std::string& module) {
   const std::string running = py::str(py::module_::import("torch").attr("__version__"));
   const std::string built = OPBRIDGE_TORCH_VERSION;
 #if defined(OPBRIDGE_TORCH_STABLE_ABI)
