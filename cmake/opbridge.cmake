@@ -239,13 +239,14 @@ function(_opbridge_sdk_part_openvino target)
   target_link_libraries(${target} PRIVATE openvino::runtime openvino::threading openvino::frontend::onnx)
 endfunction()
 
-# The PyTorch library's adapter (not module.cpp, the Python module's, which
-# each library compiles with its names): adapter.cpp on the default ABI,
+# The PyTorch library's adapter (not module.cpp, the Python module's, nor
+# autoregister.cpp, the registering library's, which each library compiles
+# with its names): adapter.cpp on the default ABI,
 # stable_adapter.cpp on the stable one.
 function(_opbridge_sdk_part_torch target)
   set(_here "${OPBRIDGE_SDK_CSRC}/torch_adapter")
   file(GLOB _sources CONFIGURE_DEPENDS "${_here}/*.cpp")
-  list(REMOVE_ITEM _sources "${_here}/module.cpp" "${_here}/stable_adapter.cpp")
+  list(REMOVE_ITEM _sources "${_here}/module.cpp" "${_here}/autoregister.cpp" "${_here}/stable_adapter.cpp")
   add_library(${target} OBJECT ${_sources})
   _opbridge_torch_settings(${target})
   # at::parallel_for is inline: without OpenMP in the extension it runs on
@@ -264,7 +265,7 @@ endfunction()
 function(_opbridge_sdk_part_torch_stable target)
   set(_here "${OPBRIDGE_SDK_CSRC}/torch_adapter")
   file(GLOB _sources CONFIGURE_DEPENDS "${_here}/*.cpp")
-  list(REMOVE_ITEM _sources "${_here}/module.cpp" "${_here}/adapter.cpp")
+  list(REMOVE_ITEM _sources "${_here}/module.cpp" "${_here}/autoregister.cpp" "${_here}/adapter.cpp")
   add_library(${target} OBJECT ${_sources})
   _opbridge_torch_settings(${target})
   string(REPLACE "." ";" _target "${OPBRIDGE_TORCH_TARGET_VERSION}")
@@ -330,12 +331,12 @@ function(_opbridge_adapter_torch name out_var)
   _opbridge_library_objects(${name} _objects)
   set(_library ${name}_torch_library)
   _opbridge_torch_library(${name} ${_library} ${_part} "${ARG_TORCH_LIBRARY_NAME}" "${_objects}")
-  set(_libraries ${_library})
+  set(_libraries ${_library} ${_library}_kernels)
   set(_stable_file "")
   if(OPBRIDGE_TORCH_STABLE_FALLBACK AND NOT OPBRIDGE_TORCH_STABLE_ABI AND NOT OPBRIDGE_CUDA)
     _opbridge_torch_library(${name} ${name}_torch_stable_library torch_stable "${ARG_TORCH_LIBRARY_NAME}_stable"
                             "${_objects}")
-    list(APPEND _libraries ${name}_torch_stable_library)
+    list(APPEND _libraries ${name}_torch_stable_library ${name}_torch_stable_library_kernels)
     set(_stable_file "lib${ARG_TORCH_LIBRARY_NAME}_stable.so")
   endif()
 
@@ -371,9 +372,26 @@ function(_opbridge_adapter_torch name out_var)
   set(${out_var} ${name}_torch ${_libraries} PARENT_SCOPE)
 endfunction()
 
-# One PyTorch library, lib<file>.so: the SDK's torch part (torch,
-# torch_cuda or torch_stable) and the library's own objects.
+# One PyTorch library: lib<file>_kernels.so (<target>_kernels), the SDK's
+# torch part (torch, torch_cuda or torch_stable) and the library's own
+# objects, which the extension module loads; and lib<file>.so (<target>),
+# which needs it and registers its operators when loaded
+# (torch_adapter/autoregister.cpp), for torch.ops.load_library and C++ hosts.
 function(_opbridge_torch_library name target part file objects)
+  add_library(${target} SHARED "${OPBRIDGE_SDK_CSRC}/torch_adapter/autoregister.cpp")
+  set_target_properties(
+    ${target} PROPERTIES OUTPUT_NAME "${file}" CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON
+                         INSTALL_RPATH "$ORIGIN" LINK_DEPENDS "${OPBRIDGE_SDK_CSRC}/torch_adapter/exports.map")
+  target_compile_features(${target} PRIVATE cxx_std_17)
+  target_include_directories(${target} PRIVATE "${OPBRIDGE_SDK_CSRC}")
+  target_compile_definitions(${target} PRIVATE OPBRIDGE_TORCH_KERNELS_FILE="lib${file}_kernels.so")
+  target_compile_options(${target} PRIVATE ${OPBRIDGE_COMPILE_WARNINGS})
+  # It calls its kernels library through dlsym only: kept needed all the same.
+  target_link_options(${target} PRIVATE "-Wl,--no-as-needed" "-Wl,--no-undefined"
+                      "-Wl,--version-script=${OPBRIDGE_SDK_CSRC}/torch_adapter/exports.map")
+  target_link_libraries(${target} PRIVATE ${target}_kernels ${CMAKE_DL_LIBS})
+  set(target ${target}_kernels)
+  set(file ${file}_kernels)
   _opbridge_sdk_objects(${part} _sdk_torch)
   add_library(${target} SHARED ${_sdk_torch} ${objects})
   set_target_properties(

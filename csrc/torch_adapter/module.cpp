@@ -101,12 +101,21 @@ TorchLibraryChoice ChooseTorchLibrary([[maybe_unused]] const std::string& module
 #endif
 }
 
-// Loads the chosen PyTorch library from beside this module (RTLD_LOCAL: its
-// symbols stay its own) and reads its table; kept loaded for the process's life.
+// The kernels of a PyTorch library lib<name>_torch[_stable].so:
+// lib<name>_torch[_stable]_kernels.so, beside it.
+std::string KernelsFile(const std::string& library) {
+  return library.substr(0, library.size() - 3) + "_kernels.so";
+}
+
+// Loads the chosen PyTorch library's kernels from beside this module (not
+// the library itself, which registers its operators when loaded: here
+// opbridge.load_library registers once its checks pass; RTLD_LOCAL: its
+// symbols stay its own) and reads their table; kept loaded for the
+// process's life.
 const adapter::Interface& LoadTorchLibrary(const TorchLibraryChoice& choice) {
   const std::string module = ModulePath();
   const std::string folder = module.substr(0, module.find_last_of('/') + 1);
-  const std::string path = folder + choice.file;
+  const std::string path = folder + KernelsFile(choice.file);
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* error = dlerror();

@@ -1,6 +1,7 @@
-// The exported entry points of lib<name>_torch.so (exports.map): the C
-// registration call for C++ hosts (torch_library.h) and the table its Python
-// extension module reads (interface.h).
+// The exported entry points of lib<name>_torch_kernels.so (exports.map): the
+// C registration call (torch_library.h; lib<name>_torch.so, which registers
+// when loaded, calls it) and the table the Python extension module reads
+// (interface.h).
 #include "torch_adapter/torch_library.h"
 
 #include <exception>

@@ -75,8 +75,13 @@ def _register(library: Library, loaded: list[Library]) -> None:
     if not hasattr(module, "register_operators"):
         return  # built by an older SDK: its operators were registered on import
     stable = getattr(module, "STABLE_ABI", False)
+    # Registered already by the library itself: its lib<name>_torch.so was
+    # loaded first (torch.ops.load_library, a host), which registers them.
+    already = getattr(module, "operators_registered", lambda: False)()
     taken = (
-        _stable.taken_elsewhere(library.torch_namespace, library.specs())
+        []
+        if already
+        else _stable.taken_elsewhere(library.torch_namespace, library.specs())
         if stable
         else module.operators_taken_elsewhere()
     )
@@ -111,7 +116,11 @@ class TorchAdapter:
     """``"default"`` (the build's torch, torch's C++ ABI) or ``"stable"``
     (LibTorch's stable C ABI, every torch from the build's target on)."""
     library: Path
-    """The file loaded (for a C++ host: the one to link or ``dlopen``)."""
+    """The PyTorch library for a host to load, link or ``torch.ops.load_library``
+    (loading it registers the operators)."""
+    kernels: Path
+    """What the extension module loaded: the kernels and registrations,
+    which ``library`` needs (``lib<name>_torch[_stable]_kernels.so``)."""
     reason: str
     """Why this one: the running torch against the build's, or ``OPBRIDGE_TORCH_ADAPTER``."""
     built_with: str
@@ -138,11 +147,12 @@ class Library:
 
     @property
     def torch_library_path(self) -> Path:
-        """The PyTorch library the module loaded (beside it; :attr:`torch_adapter`
-        says which and why): the operators' kernels and registrations without
-        Python, for C++ hosts that link libtorch (they call its
-        ``opbridge_register_torch_operators()``). A library built by an older
-        SDK has none: the path then names no file."""
+        """The PyTorch library for this torch (beside the module;
+        :attr:`torch_adapter` says which and why): the operators' kernels and
+        registrations without Python, for ``torch.ops.load_library`` and C++
+        hosts that link libtorch. Loading it registers the operators
+        (``opbridge_register_torch_operators()`` gives an error as a value).
+        A library built by an older SDK has none: the path then names no file."""
         return self.path.parent / getattr(self.module, "TORCH_LIBRARY", f"lib{self.name}_torch.so")
 
     @property
@@ -155,6 +165,7 @@ class Library:
         return TorchAdapter(
             kind=getattr(module, "TORCH_ADAPTER", "stable" if stable else "default"),
             library=self.torch_library_path,
+            kernels=self.torch_library_path.with_name(self.torch_library_path.stem + "_kernels.so"),
             reason=getattr(module, "TORCH_ADAPTER_REASON", "built by an older SDK"),
             built_with=getattr(module, "BUILD_TORCH_VERSION", "unknown"),
             available=tuple(

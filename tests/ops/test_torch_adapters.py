@@ -35,6 +35,7 @@ def test_the_build_torch_gets_the_default_library():
         "libopbridge_torch_stable.so",
     ]
     assert all(path.is_file() for path in adapter.available)
+    assert adapter.kernels.name == "libopbridge_torch_kernels.so" and adapter.kernels.is_file()
     assert adapter.built_with == torch.__version__
     assert f"torch {torch.__version__} is the torch it was built with" in adapter.reason
     assert not opbridge._C.STABLE_ABI
@@ -96,3 +97,82 @@ print(len(cards), "checked")
     result = _python(code, OPBRIDGE_TORCH_ADAPTER=adapter)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "checked" in result.stdout
+
+
+def test_torch_ops_load_library_registers_the_operators():
+    # PyTorch's convention: loading the library registers its operators (a
+    # fresh process, no opbridge imported); opbridge imported afterwards
+    # finds them registered by its own library and loads.
+    library = opbridge.libraries()[0].torch_library_path
+    code = f"""
+import torch
+
+torch.ops.load_library({str(library)!r})
+x, w = torch.randn(2, 8), torch.rand(8) + 0.5
+y = torch.ops.opbridge.rms_norm(x, w)
+torch.testing.assert_close(y, x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w)
+import opbridge
+
+torch.testing.assert_close(opbridge.rms_norm(x, w), y)
+torch.ops.load_library({str(library)!r})
+print("registered")
+"""
+    result = _python(code)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "registered" in result.stdout
+    assert "opbridge" not in result.stderr, result.stderr
+
+
+def test_loading_the_library_after_opbridge_registers_nothing_twice():
+    library = opbridge.libraries()[0].torch_library_path
+    code = f"""
+import ctypes
+
+import torch
+
+import opbridge
+
+handle = ctypes.CDLL({str(library)!r})
+register = handle.opbridge_register_torch_operators
+register.restype = ctypes.c_char_p
+assert register() is None
+print(opbridge.scaled_clamp(torch.ones(2), 2.0).tolist())
+"""
+    result = _python(code)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[2.0, 2.0]" in result.stdout
+    assert result.stderr.count("opbridge:") == 0, result.stderr
+
+
+def test_a_taken_name_registers_nothing_and_says_so_on_stderr():
+    library = opbridge.libraries()[0].torch_library_path
+    code = f"""
+import ctypes
+
+import torch
+
+lib = torch.library.Library("opbridge", "DEF")
+lib.define("rms_norm(Tensor x) -> Tensor")
+handle = ctypes.CDLL({str(library)!r})
+register = handle.opbridge_register_torch_operators
+register.restype = ctypes.c_char_p
+print("again:", register().decode())
+assert not hasattr(torch.ops.opbridge, "scaled_clamp")
+"""
+    result = _python(code)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "opbridge: registering its operators with PyTorch failed" in result.stderr
+    assert "again: opbridge: registering its operators with PyTorch failed" in result.stdout
+
+
+def test_the_stable_library_registers_when_loaded_too():
+    stable = opbridge.libraries()[0].torch_adapter.available[-1]
+    code = f"""
+import torch
+
+torch.ops.load_library({str(stable)!r})
+print(torch.ops.opbridge.scaled_clamp(torch.ones(2), 2.0).tolist())
+"""
+    result = _python(code)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[2.0, 2.0]" in result.stdout

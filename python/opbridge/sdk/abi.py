@@ -67,15 +67,19 @@ def _linked_elsewhere(library: Path, torch_dir: Path) -> set[str]:
 
 
 def torch_symbols_used(library: Path, torch_dir: Path | None = None) -> set[str]:
-    """The symbols ``library`` needs that torch's libraries define, and no
-    other library it links."""
+    """The symbols ``library`` (and its kernels library beside it, where there
+    is one) needs that torch's libraries define, and no other library it links."""
     torch_dir = torch_dir or _torch_dir()
     provided: set[str] = set()
     for shared in sorted((torch_dir / "lib").glob("lib*.so*")):
         provided |= _symbols(shared, "--defined-only")
-    library = Path(library)
-    needed = _symbols(library, "--undefined-only") & provided
-    return needed - _linked_elsewhere(library, torch_dir)
+    needed: set[str] = set()
+    # A PyTorch library and its kernels (lib<name>_torch[_stable]_kernels.so).
+    files = [Path(library), Path(library).with_name(Path(library).stem + "_kernels.so")]
+    for path in (path for path in files if path.is_file()):
+        used = _symbols(path, "--undefined-only") & provided
+        needed |= used - _linked_elsewhere(path, torch_dir)
+    return needed
 
 
 def stable_abi_violations(library: Path, torch_dir: Path | None = None) -> list[str]:
