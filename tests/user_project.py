@@ -99,3 +99,18 @@ print("stable:", len(cards), "ops checked")
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     default = run(PYTHON, "-c", f"import {package}; print({package}.LIBRARY.torch_adapter.kind)")
     assert default.strip() == "default", default
+    # PyTorch's convention: torch.ops.load_library of its PyTorch library,
+    # in a fresh process that never imports the package, registers its ops.
+    facts = run(
+        PYTHON,
+        "-c",
+        f"import {package} as p; l = p.LIBRARY; "
+        "print(l.torch_library_path, l.torch_namespace, ' '.join(sorted(l.specs())))",
+    ).split()
+    path, namespace, ops = facts[0], facts[1], facts[2:]
+    check = (
+        f"import torch; torch.ops.load_library({path!r}); "
+        f"print([hasattr(torch.ops.{namespace}, op) for op in {ops!r}])"
+    )
+    registered = run(PYTHON, "-c", check, cwd=tempfile.gettempdir())
+    assert registered.strip() == str([True] * len(ops)), registered
