@@ -163,12 +163,12 @@ def test_a_module_without_its_pytorch_library_beside_it_is_refused_naming_the_fi
     faulty, tmp_path
 ):
     # The extension module is a thin layer: its kernels and registrations
-    # are in lib<name>_torch.so, which it loads from its own folder.
+    # are in lib<name>_torch_kernels.so, which it loads from its own folder.
     alone = tmp_path / faulty.name
     shutil.copyfile(faulty, alone)
     code = f"import opbridge\nopbridge.load_library({str(alone)!r})"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert result.returncode == 1, result.stdout + result.stderr
-    assert f"could not load its PyTorch library {tmp_path / 'libfaulty_ops_torch.so'}" in (
+    assert f"could not load its PyTorch library {tmp_path / 'libfaulty_ops_torch_kernels.so'}" in (
         result.stderr
     ), result.stderr
