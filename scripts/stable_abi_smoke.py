@@ -34,6 +34,7 @@ def check_library_symbols(path) -> None:
     outside = abi.stable_abi_violations(path)
     assert not outside, f"{path.name} needs torch symbols outside the stable C API: {outside[:5]}"
     used = len(abi.torch_symbols_used(path))
+    assert used, f"{path.name} and its kernels library need no torch symbol"
     print(f"{path.name}: {used} torch symbols, all of the stable C API")
 
 

@@ -61,6 +61,9 @@ def _linked_elsewhere(library: Path, torch_dir: Path) -> set[str]:
         if "=>" not in line or len(line.split("=>")[1].split()) < 1:
             continue
         target = Path(line.split("=>")[1].split()[0])
+        # torch's own libraries, wherever the loader found them, are torch's.
+        if target.name.startswith(("libtorch", "libc10")):
+            continue
         if target.is_file() and torch_dir not in target.resolve().parents:
             defined |= _symbols(target, "--defined-only")
     return defined
