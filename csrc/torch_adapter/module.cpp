@@ -1,13 +1,16 @@
 // The Python extension module of an operator library (opbridge._C for the
 // built-in operators, <name>_torch for a user's): a thin layer over the
-// library's PyTorch library beside it, which holds the kernels, the specs
-// and the registrations and no Python: lib<name>_torch.so (adapter.cpp, the
-// default ABI) under the torch it was built with, else
-// lib<name>_torch_stable.so (stable_adapter.cpp, LibTorch's stable ABI) where
-// the build made one (OPBRIDGE_TORCH_STABLE_FALLBACK). Importing the module loads that library and registers
-// nothing; the module exposes the library's identity and specs so that the Python side (ONNX export, ONNX
-// Runtime sessions, documentation) reads the same contract, and registers every spec with PyTorch when
-// register_operators() is called: opbridge.load_library calls it once its checks pass, so a refused library
+// library's PyTorch kernels beside it, which hold the kernels, the specs and
+// the registrations and no Python: lib<name>_torch_kernels.so (adapter.cpp,
+// the default ABI) under the torch it was built with, else
+// lib<name>_torch_stable_kernels.so (stable_adapter.cpp, LibTorch's stable
+// ABI) where the build made one (OPBRIDGE_TORCH_STABLE_FALLBACK). Importing
+// the module loads them and registers nothing (lib<name>_torch[_stable].so,
+// which registers when loaded, is for hosts); the module exposes the
+// library's identity and specs so that the Python side (ONNX export, ONNX
+// Runtime sessions, documentation) reads the same contract, and registers
+// every spec with PyTorch when register_operators() is called:
+// opbridge.load_library calls it once its checks pass, so a refused library
 // leaves no operator behind.
 #include <dlfcn.h>
 #include <pybind11/pybind11.h>
@@ -112,8 +115,7 @@ std::string KernelsFile(const std::string& library) {
 // opbridge.load_library registers once its checks pass; RTLD_LOCAL: its
 // symbols stay its own) and reads their table; kept loaded for the
 // process's life.
-const adapter::Interface& LoadTorchLibrary(const TorchLibraryChoice& choice) {
-  const std::string module = ModulePath();
+const adapter::Interface& LoadTorchLibrary(const std::string& module, const TorchLibraryChoice& choice) {
   const std::string folder = module.substr(0, module.find_last_of('/') + 1);
   const std::string path = folder + KernelsFile(choice.file);
   void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -244,8 +246,9 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> Results(
 #endif
 
 PYBIND11_MODULE(OPBRIDGE_MODULE_NAME, m) {
-  const TorchLibraryChoice choice = ChooseTorchLibrary(ModulePath());
-  api = &LoadTorchLibrary(choice);
+  const std::string module = ModulePath();
+  const TorchLibraryChoice choice = ChooseTorchLibrary(module);
+  api = &LoadTorchLibrary(module, choice);
   const opbridge::LibraryInfo& library = api->this_library();
   m.doc() = "opbridge operator library: registers its operators with PyTorch";
   // The opbridge SDK this library was built with.
@@ -253,10 +256,12 @@ PYBIND11_MODULE(OPBRIDGE_MODULE_NAME, m) {
   m.attr("__version__") = library.version;
   m.attr("LIBRARY_NAME") = library.name;
   m.attr("TORCH_NAMESPACE") = library.torch_namespace;
-  // File names of the library's ONNX Runtime custom-op library and of its
-  // PyTorch library (what this module loads; for C++ hosts), beside this module.
+  // File names, beside this module, of the library's ONNX Runtime custom-op
+  // library, of its PyTorch library for this torch (for hosts: it registers
+  // when loaded) and of that library's kernels (what this module loaded).
   m.attr("ORT_LIBRARY") = OPBRIDGE_ORT_LIBRARY_FILE;
   m.attr("TORCH_LIBRARY") = choice.file;
+  m.attr("TORCH_KERNELS_LIBRARY") = KernelsFile(choice.file);
   // Every PyTorch library built beside the module: the default-ABI one
   // first, then the stable-ABI one where built.
 #if defined(OPBRIDGE_TORCH_STABLE_LIBRARY_FILE)

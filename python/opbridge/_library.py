@@ -77,14 +77,12 @@ def _register(library: Library, loaded: list[Library]) -> None:
     stable = getattr(module, "STABLE_ABI", False)
     # Registered already by the library itself: its lib<name>_torch.so was
     # loaded first (torch.ops.load_library, a host), which registers them.
-    already = getattr(module, "operators_registered", lambda: False)()
-    taken = (
-        []
-        if already
-        else _stable.taken_elsewhere(library.torch_namespace, library.specs())
-        if stable
-        else module.operators_taken_elsewhere()
-    )
+    if getattr(module, "operators_registered", lambda: False)():
+        taken = []
+    elif stable:
+        taken = _stable.taken_elsewhere(library.torch_namespace, library.specs())
+    else:
+        taken = module.operators_taken_elsewhere()
     if taken:
         raise ValueError(
             f"{refused}: PyTorch already has {', '.join(taken)}, registered outside opbridge's "
@@ -165,7 +163,9 @@ class Library:
         return TorchAdapter(
             kind=getattr(module, "TORCH_ADAPTER", "stable" if stable else "default"),
             library=self.torch_library_path,
-            kernels=self.torch_library_path.with_name(self.torch_library_path.stem + "_kernels.so"),
+            # A library built by an older SDK: the kernels in the library itself.
+            kernels=self.path.parent
+            / getattr(module, "TORCH_KERNELS_LIBRARY", self.torch_library_path.name),
             reason=getattr(module, "TORCH_ADAPTER_REASON", "built by an older SDK"),
             built_with=getattr(module, "BUILD_TORCH_VERSION", "unknown"),
             available=tuple(

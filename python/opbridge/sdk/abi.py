@@ -55,12 +55,13 @@ def _linked_elsewhere(library: Path, torch_dir: Path) -> set[str]:
     # runtimes, OpenMP, Highway): torch's libraries define some of the C++
     # runtime's templates too, which are not torch's ABI.
     run = subprocess.run(["ldd", str(library)], capture_output=True, text=True, check=True)
-    linked = run.stdout
     defined: set[str] = set()
-    for line in linked.splitlines():
-        if "=>" not in line or len(line.split("=>")[1].split()) < 1:
+    for line in run.stdout.splitlines():
+        # "libname.so => /path/libname.so (0x...)"
+        found = line.split("=>")[1].split() if "=>" in line else []
+        if not found:
             continue
-        target = Path(line.split("=>")[1].split()[0])
+        target = Path(found[0])
         # torch's own libraries, wherever the loader found them, are torch's.
         if target.name.startswith(("libtorch", "libc10")):
             continue
