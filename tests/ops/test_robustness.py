@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import threading
@@ -18,18 +17,7 @@ from opbridge.demo import build_demo
 
 from op_cases import OPS
 from ort_helpers import run, session, single_node_model
-
-
-def _python(code: str, **env) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-        check=False,
-        timeout=300,
-    )
-
+from processes import python_code
 
 # ----------------------------------------------------------- odd layouts
 
@@ -210,7 +198,7 @@ def test_opbridge_check_reports_nan_in_torch():
         "except RuntimeError as e:\n"
         "    print(e)\n"
     )
-    result = _python(code, OPBRIDGE_CHECK="1")
+    result = python_code(code, OPBRIDGE_CHECK="1")
     assert result.returncode == 0, result.stderr[-2000:]
     assert (
         "rms_norm (ONNX opbridge::RmsNorm): argument 'x' contains NaN at flat index 6"
@@ -229,13 +217,13 @@ def test_opbridge_check_reports_nan_in_a_backward_gradient():
         "except RuntimeError as e:\n"
         "    print(e)\n"
     )
-    result = _python(code, OPBRIDGE_CHECK="1")
+    result = python_code(code, OPBRIDGE_CHECK="1")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "rms_norm (ONNX opbridge::RmsNorm): argument 'grad_y' contains NaN at flat index 1" in (
         result.stdout
     )
     # Without OPBRIDGE_CHECK the NaN just propagates.
-    assert "contains NaN" not in _python(code).stdout
+    assert "contains NaN" not in python_code(code).stdout
 
 
 def test_opbridge_check_reports_inf_in_onnx_runtime():
@@ -251,7 +239,7 @@ def test_opbridge_check_reports_inf_in_onnx_runtime():
         "except Exception as e:\n"
         "    print(e)\n"
     )
-    result = _python(code, OPBRIDGE_CHECK="1")
+    result = python_code(code, OPBRIDGE_CHECK="1")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "argument 'x' contains Inf at flat index 1" in result.stdout
     assert "[node 'node0']" in result.stdout
@@ -311,7 +299,7 @@ def test_opbridge_check_covers_half_precision_and_float_attributes_in_torch(call
         "except RuntimeError as e:\n"
         "    print(e)\n"
     )
-    result = _python(code, OPBRIDGE_CHECK="1")
+    result = python_code(code, OPBRIDGE_CHECK="1")
     assert result.returncode == 0, result.stderr[-2000:]
     assert message in result.stdout, result.stdout
     assert "OPBRIDGE_CHECK" in result.stdout
@@ -336,7 +324,7 @@ def test_opbridge_check_covers_half_precision_and_float_attributes_in_onnx_runti
         "except Exception as e:\n"
         "    print(e)\n"
     )
-    result = _python(code, OPBRIDGE_CHECK="1")
+    result = python_code(code, OPBRIDGE_CHECK="1")
     assert result.returncode == 0, result.stderr[-2000:]
     assert "argument 'x' contains NaN at flat index 2 of float16 shape [3]" in result.stdout
     assert "argument 'mean' has NaN at index 2 of 3 values" in result.stdout
@@ -369,5 +357,5 @@ def test_library_stays_loaded_when_its_last_session_closes():
         "print(seen)\n"
         "assert seen[0] and seen[0] == seen[1] == seen[2], seen\n"
     )
-    result = _python(code)
+    result = python_code(code)
     assert result.returncode == 0, result.stdout + result.stderr[-2000:]

@@ -14,16 +14,7 @@ import torch
 import opbridge
 from opbridge.sdk import abi
 
-
-def _python(code: str, **env) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env={**os.environ, **env},
-        check=False,
-        timeout=600,
-    )
+from processes import python_code
 
 
 def test_the_build_torch_gets_the_default_library():
@@ -60,7 +51,7 @@ def test_doctor_names_the_library_loaded_and_why():
 
 
 def test_an_unknown_adapter_is_refused_by_name():
-    result = _python("import opbridge", OPBRIDGE_TORCH_ADAPTER="fast")
+    result = python_code("import opbridge", OPBRIDGE_TORCH_ADAPTER="fast", timeout=600)
     assert result.returncode != 0
     expected = "OPBRIDGE_TORCH_ADAPTER must be 'default' or 'stable' (or unset), got 'fast'"
     assert expected in result.stderr
@@ -94,7 +85,7 @@ for card in cards:
     testing.check_opcheck(card)
 print(len(cards), "checked")
 """
-    result = _python(code, OPBRIDGE_TORCH_ADAPTER=adapter)
+    result = python_code(code, OPBRIDGE_TORCH_ADAPTER=adapter, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "checked" in result.stdout
 
@@ -117,7 +108,7 @@ torch.testing.assert_close(opbridge.rms_norm(x, w), y)
 torch.ops.load_library({str(library)!r})
 print("registered")
 """
-    result = _python(code)
+    result = python_code(code, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "registered" in result.stdout
     assert "opbridge" not in result.stderr, result.stderr
@@ -138,7 +129,7 @@ register.restype = ctypes.c_char_p
 assert register() is None
 print(opbridge.scaled_clamp(torch.ones(2), 2.0).tolist())
 """
-    result = _python(code)
+    result = python_code(code, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "[2.0, 2.0]" in result.stdout
     assert result.stderr.count("opbridge:") == 0, result.stderr
@@ -159,7 +150,7 @@ register.restype = ctypes.c_char_p
 print("again:", register().decode())
 assert not hasattr(torch.ops.opbridge, "scaled_clamp")
 """
-    result = _python(code)
+    result = python_code(code, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "opbridge: registering its operators with PyTorch failed" in result.stderr
     assert "again: opbridge: registering its operators with PyTorch failed" in result.stdout
@@ -173,6 +164,6 @@ import torch
 torch.ops.load_library({str(stable)!r})
 print(torch.ops.opbridge.scaled_clamp(torch.ones(2), 2.0).tolist())
 """
-    result = _python(code)
+    result = python_code(code, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr
     assert "[2.0, 2.0]" in result.stdout
