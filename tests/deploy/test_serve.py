@@ -34,6 +34,20 @@ def ray_cluster():
     ray.shutdown()
 
 
+def replica_infos(handle, replicas=2, rounds=10, per_round=16):
+    """Info from the replicas, asked concurrently round after round until
+    `replicas` processes have answered or the rounds run out. The router may
+    send a short run of requests all to one replica, so one round proves
+    nothing either way."""
+    infos = []
+    for _ in range(rounds):
+        futures = [handle.info.remote() for _ in range(per_round)]
+        infos += [f.result(timeout_s=TIMEOUT_S) for f in futures]
+        if len({info["pid"] for info in infos}) >= replicas:
+            break
+    return infos
+
+
 def test_two_replicas_answer_concurrent_requests_like_pytorch(ray_cluster, tmp_path):
     from ray import serve
 
@@ -48,7 +62,7 @@ def test_two_replicas_answer_concurrent_requests_like_pytorch(ray_cluster, tmp_p
     inputs = [torch.randn(b, 32, 64, generator=generator) for b in (1, 2, 3) * (REQUESTS // 3)]
     futures = [handle.remote(x.numpy()) for x in inputs]
     answers = [f.result(timeout_s=TIMEOUT_S) for f in futures]
-    infos = [handle.info.remote().result(timeout_s=TIMEOUT_S) for _ in range(8)]
+    infos = replica_infos(handle)
     elapsed = time.monotonic() - start
     with torch.no_grad():
         for x, answer in zip(inputs, answers, strict=True):
