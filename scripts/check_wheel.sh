@@ -29,7 +29,7 @@ fi
 "$SCRATCH/bin/python" -m pip install -q --no-compile --no-deps -r "$ROOT/requirements-nodeps.txt"
 "$SCRATCH/bin/python" -m pip install -q --force-reinstall --no-deps "${wheel[0]}"
 cd "$(mktemp -d)"
-"$SCRATCH/bin/python" - <<'PY'
+OPBRIDGE_WHEEL="${wheel[0]}" "$SCRATCH/bin/python" - <<'PY'
 import os, subprocess, sys
 
 import numpy as np
@@ -44,13 +44,13 @@ linked = subprocess.run(["ldd", library], capture_output=True, text=True, check=
 hwy = [line for line in linked.splitlines() if "libhwy" in line]
 assert hwy and all(site in line for line in hwy), f"Highway not taken from the wheel: {hwy}"
 # Every library of the package finds what it needs beyond the system's base
-# (the list opbridge package --triton uses) inside the scratch environment:
+# (opbridge.sdk.package.BASE_LIBRARIES) inside the scratch environment:
 # in the package itself ($ORIGIN) or in the wheels it depends on (torch,
 # onnxruntime, openvino), never in the system's library folders.
 import glob
 import importlib.util
 
-from opbridge.deploy.triton import BASE_LIBRARIES
+from opbridge.sdk.package import inspect_wheel, is_base_library
 
 for shared in sorted(glob.glob(os.path.join(site, "*.so*"))):
     if "openvino" in os.path.basename(shared) and importlib.util.find_spec("openvino") is None:
@@ -60,12 +60,18 @@ for shared in sorted(glob.glob(os.path.join(site, "*.so*"))):
         if "=>" not in line:
             continue
         name, target = line.split()[0], line.split("=>")[1].split()[0]
-        if name.split(".so")[0] in BASE_LIBRARIES:
+        if is_base_library(name):
             continue
         assert target.startswith(sys.prefix), (
             f"{os.path.basename(shared)} needs {name}, found outside the wheel and its "
             f"dependencies: {target}"
         )
+
+# What opbridge package-op checks of a user's wheel holds for opbridge's own:
+# every library's needs carried or provided, RUNPATHs relative to $ORIGIN.
+report = inspect_wheel(os.environ["OPBRIDGE_WHEEL"])
+assert not report.problems, report.problems
+print(report.table())
 
 # The PyTorch library (for C++ hosts, docs/guides/pytorch-native.md) is in
 # the wheel, beside the extension module that loads it, and needs no Python.

@@ -110,7 +110,8 @@ def _ldd(path) -> dict[str, str]:
 def test_triton_repository_carries_the_shared_libraries_the_op_library_needs(tmp_path):
     from pathlib import Path
 
-    from opbridge.deploy.triton import BASE_LIBRARIES, triton_repository
+    from opbridge.deploy.triton import triton_repository
+    from opbridge.sdk.package import BASE_LIBRARIES
 
     model, x = opbridge.nn.RMSNorm(8).eval(), torch.randn(2, 8)
     path = tmp_path / "m.onnx"

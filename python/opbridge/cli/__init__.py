@@ -14,12 +14,14 @@ import importlib
 # Command name -> its module, in the order ``--help`` lists them.
 COMMANDS = {
     "bench": "opbridge.cli.bench",
+    "check-op": "opbridge.cli.check_op",
     "demo": "opbridge.cli.demo",
     "docs": "opbridge.cli.docs",
     "doctor": "opbridge.cli.doctor",
     "export": "opbridge.cli.export",
     "new-op": "opbridge.cli.new_op",
     "package": "opbridge.cli.package",
+    "package-op": "opbridge.cli.package_op",
     "quantize": "opbridge.cli.quantize",
     "verify": "opbridge.cli.verify",
 }

@@ -7,7 +7,7 @@ and the libraries of other loaded operator libraries whose domains it
 uses), named in ``model_operations { op_library_filename }`` so that
 Triton's ONNX Runtime backend registers them before it loads the model.
 Beside them go the shared libraries those need that are not part of the
-system's base (:data:`BASE_LIBRARIES`; Highway's ``libhwy.so.1`` in a
+system's base (:data:`opbridge.sdk.package.BASE_LIBRARIES`; Highway's ``libhwy.so.1`` in a
 build against a shared Highway), found by ``ldd``: the op libraries'
 RUNPATH (``$ORIGIN``) finds them there, on a server that lacks them.
 Inputs and outputs (names, data types, dimensions) come from the model; a
@@ -24,31 +24,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-# Shared libraries every Linux system has (glibc, the loader, the GCC C++
-# runtime), the CUDA driver, and ONNX Runtime itself (the server's backend
-# provides it): never copied into a repository. Matched on the soname up to
-# ".so".
-BASE_LIBRARIES = frozenset(
-    {
-        "linux-vdso",
-        "linux-gate",
-        "ld-linux",
-        "ld-linux-x86-64",
-        "ld-linux-aarch64",
-        "libc",
-        "libm",
-        "libdl",
-        "librt",
-        "libpthread",
-        "libutil",
-        "libresolv",
-        "libmvec",
-        "libstdc++",
-        "libgcc_s",
-        "libcuda",
-        "libonnxruntime",
-    }
-)
+from opbridge.sdk.package import is_base_library
 
 # ONNX tensor element type -> Triton data type.
 TRITON_TYPES = {
@@ -164,10 +140,6 @@ def config_pbtxt(
     return "\n".join(lines) + "\n"
 
 
-def _base(soname: str) -> bool:
-    return soname.split(".so")[0] in BASE_LIBRARIES
-
-
 def _ldd(path: Path) -> dict[str, str | None]:
     """``ldd``'s resolution of every shared library ``path`` needs, directly
     or through another (its DT_NEEDED entries and theirs): soname -> the file
@@ -194,12 +166,12 @@ def _ldd(path: Path) -> dict[str, str | None]:
 
 def dependencies(library: str | os.PathLike) -> dict[str, Path]:
     """The shared libraries ``library`` needs that are not part of the
-    system's base (:data:`BASE_LIBRARIES`), by soname, as resolved here;
+    system's base (:data:`opbridge.sdk.package.BASE_LIBRARIES`), by soname, as resolved here;
     a RuntimeError naming one that is not found."""
     library = Path(library)
     needed = {}
     for soname, target in _ldd(library).items():
-        if _base(soname):
+        if is_base_library(soname):
             continue
         if target is None:
             raise RuntimeError(

@@ -15,9 +15,10 @@ import re
 from pathlib import Path
 
 # The project's files, with @name@, @camel@, @namespace@, @domain@,
-# @domain_repr@ and @sdk_version@ where the new operator's values go.
+# @domain_repr@, @sdk_version@ and @opbridge_version@ where the new
+# operator's values go.
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-_FIELD = re.compile(r"@(name|camel|namespace|domain|domain_repr|sdk_version)@")
+_FIELD = re.compile(r"@(name|camel|namespace|domain|domain_repr|sdk_version|opbridge_version)@")
 
 
 def render(template: str, fields: dict[str, str]) -> str:
@@ -57,6 +58,7 @@ def files(name: str, namespace: str, domain: str) -> dict[str, str]:
         "domain": domain,
         "domain_repr": repr(domain),
         "sdk_version": ".".join(VERSION.split(".")[:2]),
+        "opbridge_version": VERSION,
     }
     return {
         "pyproject.toml": render("pyproject.toml.in", fields),

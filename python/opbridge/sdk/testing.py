@@ -391,9 +391,9 @@ def export_sample(card, sample=None, *, route: str, dynamo: bool = True, opset: 
     if sample is None:
         sample = _typical_sample(card)
     args = tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in sample.args)
-    module = OpCall(card.call, args, sample.kwargs)
+    module = OpCall(card.call, args, sample.kwargs).eval()
     inputs = tuple(args[p] for p in module.positions)
-    proto = export(module, inputs, route=route, dynamo=dynamo, opset=opset)
+    proto = export(module, inputs, route=route, dynamo=dynamo, opset=opset, verbose=False)
     return proto, module, inputs
 
 
@@ -743,3 +743,68 @@ def check_value_domains(card) -> None:
                     equal_nan=True,
                     msg=lambda m, i=i, what=what: f"{what}, output {i}: {m}",
                 )
+
+
+def package_cards(package: str) -> list:
+    """The cards of every operator of the opbridge libraries an installed
+    package loads when imported (``my_fused_ops``: its ``myops::*`` ops).
+    Raises ``LookupError`` when it loads none, ``AssertionError`` when an op
+    of its libraries has no card."""
+    import importlib
+
+    from opbridge._library import libraries
+    from opbridge.ops import cards
+
+    importlib.import_module(package)
+    mine = [
+        library
+        for library in libraries()
+        if library.module.__name__.partition(".")[0] == package.partition(".")[0]
+    ]
+    if not mine:
+        raise LookupError(f"opbridge.testing: importing {package} loads no opbridge library")
+    namespaces = {library.torch_namespace for library in mine}
+    found = [card for card in cards().values() if card.namespace in namespaces]
+    ops = {name for library in mine for name in library.specs()}
+    missing = sorted(ops - {card.name for card in found})
+    assert not missing, f"{package}: ops without a card (opbridge.ops.register_card): {missing}"
+    return sorted(found, key=lambda card: (card.namespace, card.name))
+
+
+# What check_package runs on each op, in order.
+PACKAGE_CHECKS: dict[str, Callable] = {
+    "reference": check_reference,
+    "opcheck": check_opcheck,
+    "gradcheck": check_gradcheck,
+    "torch.compile": check_compile,
+    "custom route in ONNX Runtime": functools.partial(check_export, route="custom"),
+}
+
+
+def check_package(package: str, *, log: Callable[[str], None] = print) -> None:
+    """Every check of :data:`PACKAGE_CHECKS` on every op of
+    :func:`package_cards`: what to run where a package's wheel is installed
+    (``opbridge check-op PACKAGE``). ``log`` gets the PyTorch library each
+    namespace loaded and why, then one line per op and check; every failure
+    is collected, then raised in one ``AssertionError``."""
+    import time
+
+    found = package_cards(package)
+    for namespace in sorted({card.namespace for card in found}):
+        adapter = library_for_namespace(namespace).torch_adapter
+        log(f"{namespace}: torch {torch.__version__}, {adapter.library.name} ({adapter.reason})")
+    failures = []
+    for card in found:
+        for name, check in PACKAGE_CHECKS.items():
+            start = time.perf_counter()
+            try:
+                check(card)
+            except Exception as error:
+                failures.append(f"{card.namespace}::{card.name}: {name}: {error}")
+                outcome = "FAILED"
+            else:
+                outcome = "ok"
+            took = time.perf_counter() - start
+            log(f"{card.namespace}::{card.name}: {name} {outcome} ({took:.1f} s)")
+    if failures:
+        raise AssertionError(f"{package}: {len(failures)} checks failed:\n" + "\n".join(failures))
