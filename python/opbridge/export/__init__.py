@@ -48,7 +48,9 @@ from opbridge._library import (
     libraries,
     library_for_domain,
 )
+from opbridge.export import form_checks
 from opbridge.export import routes as _routes
+from opbridge.export.errors import ExportError
 from opbridge.export.nodes import (
     LEGACY_PARSE,
     LEGACY_SUFFIX,
@@ -113,11 +115,6 @@ DYNAMO_CONVERTER_MAX_OPSET = 25
 #   input), and the TorchScript exporter stops at 20;
 # - both: ONNX Runtime 1.30 loads models up to opset 26.
 OPSET_RANGES = {"dynamo": (15, 26), "legacy": (13, 20)}
-
-
-class ExportError(ValueError):
-    """An export opbridge refuses, with the reason (an opset that cannot be
-    reached, an op and dtype with no exact form on the chosen route)."""
 
 
 METADATA_VERSION_KEY = "opbridge.version"
@@ -256,6 +253,7 @@ def _dynamo_translation(
         domain, spec["onnx_type"], op_schema=onnx_schema(spec, library)
     )
     form = _form(library, spec, route)
+    checked = form is _decomposition(library, spec)
     build_opset = decomposition_opset(opset, dynamo=True)
 
     def translate(*args, **kwargs):
@@ -266,9 +264,15 @@ def _dynamo_translation(
                 inputs.pop()
             return custom_op(*inputs, **attrs)
         try:
-            return form(DynamoBuilder(build_opset, avoid), *inputs, **attrs)
+            result = form(DynamoBuilder(build_opset, avoid), *inputs, **attrs)
         except ValueError as error:
             raise _refused(error, opset) from error
+        if checked:
+            seen = [form_checks.seen_dynamo(value) for value in inputs]
+            form_checks.check_form(
+                library, spec, form, seen, attrs, result, opset=build_opset, avoid=avoid
+            )
+        return result
 
     translate.__name__ = f"{library.torch_namespace}_{spec['name']}_{route}"
     return translate
@@ -304,6 +308,7 @@ def _legacy_symbolic(
     from torch.onnx import symbolic_helper
 
     form = _form(library, spec, route)
+    checked = form is _decomposition(library, spec)
 
     def symbolic(g, *args):
         n_inputs = len(spec["inputs"])
@@ -314,9 +319,15 @@ def _legacy_symbolic(
             attrs[attr["name"]] = attr_value(attr, raw)
         if not _routes.get(route).library_node:
             try:
-                return form(LegacyBuilder(g, opset, avoid), *inputs, **attrs)
+                result = form(LegacyBuilder(g, opset, avoid), *inputs, **attrs)
             except ValueError as error:
                 raise _refused(error, opset) from error
+            if checked:
+                seen = [form_checks.seen_legacy(value) for value in inputs]
+                form_checks.check_form(
+                    library, spec, form, seen, attrs, result, opset=opset, avoid=avoid
+                )
+            return result
         # Absent trailing optional inputs are left out of the node.
         while inputs and inputs[-1] is None:
             inputs.pop()
@@ -595,6 +606,8 @@ def _finish(proto, route: str | dict, opset: int, avoid: frozenset[str] = frozen
 
         try:
             finish(proto, selected, opset, _decomposition, avoid)
+        except ExportError:
+            raise
         except (ValueError, NotImplementedError) as error:
             raise ExportError(f"opbridge.onnx.export: the {name} route: {error}") from error
 

@@ -23,6 +23,7 @@ from collections.abc import Callable
 from typing import Any
 
 from opbridge._library import Library, library_for_domain
+from opbridge.export.form_checks import check_form, seen_proto
 from opbridge.export.nodes import attribute_proto_type
 from opbridge.ops.builder import ProtoBuilder, ProtoValue
 
@@ -109,6 +110,17 @@ def _body(
             f"{library.torch_namespace}::{spec['name']}: the standard form gives "
             f"{len(results)} outputs, the spec has {len(outputs)}"
         )
+    check_form(
+        library,
+        spec,
+        form,
+        [seen_proto(value) for value in inputs],
+        attrs,
+        result,
+        opset=opset,
+        avoid=avoid,
+        what="standard form as a function body",
+    )
     nodes = list(builder.nodes)
     for value, name in zip(results, outputs, strict=True):
         # Each function output is a value of its own (an output may also be an input).

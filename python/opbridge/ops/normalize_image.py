@@ -34,21 +34,31 @@ def normalize_image(
 
 
 def standard(b: Builder, image, *, mean: list[float], std: list[float], channels_last_in: int):
-    """Transpose to NCHW (when channels_last_in), Cast a uint8 image to float32,
-    then Div by 255, Sub mean and Div std (per-channel [1, C, 1, 1] constants)."""
+    """Transpose to NCHW (when channels_last_in), Cast a uint8, float16 or
+    bfloat16 image to float32, then Div by 255, Sub mean and Div std
+    (per-channel [1, C, 1, 1] constants); a float16 or bfloat16 image's
+    result is Cast back to its dtype, as the kernel gives it."""
     x = image
     if channels_last_in:
         x = b.op("Transpose", x, perm=[0, 3, 1, 2])
-    # Constants take the image's dtype when it is floating, else float32.
+    # Constants take the image's dtype when it is float32 or float64, else float32.
     like = image
-    if b.dtype(image) not in ("float32", "float64"):
+    dtype = b.dtype(image)
+    if dtype not in ("float32", "float64"):
         x = b.op("Cast", x, to=1)  # FLOAT
         like = None
     shape = b.ints([1, -1, 1, 1])
     mean_t = b.op("Reshape", b.floats(mean, like=like), shape)
     std_t = b.op("Reshape", b.floats(std, like=like), shape)
     scaled = b.op("Div", x, b.floats([255.0], like=like))
-    return b.op("Div", b.op("Sub", scaled, mean_t), std_t)
+    y = b.op("Div", b.op("Sub", scaled, mean_t), std_t)
+    if dtype in _HALF_TYPES:
+        y = b.op("Cast", y, to=_HALF_TYPES[dtype])
+    return y
+
+
+# The ONNX element types of the half-precision images (FLOAT16, BFLOAT16).
+_HALF_TYPES = {"float16": 10, "bfloat16": 16}
 
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
