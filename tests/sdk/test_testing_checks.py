@@ -122,3 +122,14 @@ def test_export_check_fails_on_a_wrong_decomposition():
         from opbridge.ops import _card
 
         _card._REGISTERED.pop(broken.qualified_name, None)
+
+
+def test_value_domains_under_opbridge_check_refuses_a_value_the_spec_does_not_declare():
+    rms_norm = card("rms_norm")
+    # Without the scan, -inf in x gives NaN in both the op and its reference.
+    checks.check_value_domains(rms_norm, {"x": ["-inf"]})
+    # Under OPBRIDGE_CHECK=1 the scan refuses it: rms_norm declares no value.
+    refused = r"rms_norm: value domains under OPBRIDGE_CHECK=1: .*argument 'x' contains -Inf"
+    with pytest.raises(AssertionError, match=refused):
+        checks.check_value_domains_under_check(rms_norm, {"x": ["-inf"]})
+    checks.check_value_domains_under_check(rms_norm)

@@ -62,6 +62,12 @@ def test_value_domains():
     checks.check_value_domains(CARD)
 
 
+def test_value_domains_under_opbridge_check():
+    # The same in a process under OPBRIDGE_CHECK=1, whose scan lets x's -inf
+    # and lse's -inf (a fully masked row) through.
+    checks.check_value_domains_under_check(CARD)
+
+
 EXPORTS = checks.export_cases()
 
 

@@ -17,6 +17,8 @@ when the operator fails it:
   (:func:`export_cases`: every route, exporter and opset to run it at);
 - :func:`check_value_domains`: the op computes its reference's results for
   every non-finite value its spec declares an input takes (``.Values``);
+  :func:`check_value_domains_under_check` the same in a process under
+  ``OPBRIDGE_CHECK=1``, whose scan of inputs and outputs must let them through;
 - :func:`check_bad_input`: every :func:`bad_inputs` case (an integer first
   input, a second tensor input of another floating dtype, a first input of a
   floating dtype the op does not take, an attribute value the caller names
@@ -709,19 +711,22 @@ _DOMAIN_VALUES = {"-inf": float("-inf"), "+inf": float("inf"), "nan": float("nan
 
 
 @_guarded
-def check_value_domains(card) -> None:
+def check_value_domains(card, values: Mapping[str, Iterable[str]] | None = None) -> None:
     """The op takes every non-finite value its spec declares for an input
     (``.Values("x", kNegInfValues)``: ``Library.specs()[op]["values"]``) and
     computes what its reference does with it: for each declared value, the
     typical float32 sample with every third element of that input (along
     its flattened data, the first included) set to it, compared with the
     reference within float32's tolerance, NaN where the reference gives NaN.
-    An op that declares no value for any input passes."""
+    An op that declares no value for any input passes. ``values`` (input
+    name -> ``"-inf"``, ``"+inf"``, ``"nan"``) tries those instead of the
+    declared ones."""
     spec = _spec(card)
     inputs = {p["name"] for p in spec["inputs"]}
     sample = _typical_sample(card)
     tol = TOLERANCES[torch.float32]
-    for tensor, taken in sorted(spec.get("values", {}).items()):
+    declared = spec.get("values", {}) if values is None else values
+    for tensor, taken in sorted(declared.items()):
         if tensor not in inputs:
             continue
         position = [p["name"] for p in spec["inputs"]].index(tensor)
@@ -743,6 +748,73 @@ def check_value_domains(card) -> None:
                     equal_nan=True,
                     msg=lambda m, i=i, what=what: f"{what}, output {i}: {m}",
                 )
+
+
+def _package_of(card) -> str:
+    """The package whose import loads the card's library (and registers its
+    cards): the top-level package of the library's extension module."""
+    return _library(card).module.__name__.partition(".")[0]
+
+
+_UNDER_CHECK = """
+import importlib, json, sys
+
+import opbridge
+from opbridge.sdk import testing
+
+importlib.import_module(sys.argv[1])
+card = opbridge.ops.cards()[sys.argv[2]]
+library = testing._library(card)
+assert library.module.runtime_checks_enabled(), f"{library.name}: OPBRIDGE_CHECK is off"
+testing.check_value_domains(card, json.loads(sys.argv[3]))
+"""
+
+
+def check_value_domains_under_check(
+    card, values: Mapping[str, Iterable[str]] | None = None, *, timeout: float = 300
+) -> None:
+    """:func:`check_value_domains` in a fresh Python process under
+    ``OPBRIDGE_CHECK=1``, which a library reads when it loads: there the
+    adapters scan every input and output for non-finite values and refuse
+    one the spec does not declare (``.Values``), so each declared value must
+    pass that scan and still give the reference's results. The process
+    imports the package that loads the card's library (:func:`_package_of`)
+    and sees this process's ``sys.path``; ``values`` as for
+    :func:`check_value_domains`. Raises ``AssertionError`` with the child's
+    error when it fails."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    asked = None if values is None else {name: list(v) for name, v in values.items()}
+    env = {
+        **os.environ,
+        "OPBRIDGE_CHECK": "1",
+        "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
+    }
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            _UNDER_CHECK,
+            _package_of(card),
+            f"{card.namespace}::{card.name}",
+            json.dumps(asked),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=timeout,
+    )
+    if result.returncode != 0:
+        lines = result.stderr.strip().splitlines()
+        raise AssertionError(
+            f"{card.namespace}::{card.name}: value domains under OPBRIDGE_CHECK=1: "
+            + (lines[-1] if lines else f"exit {result.returncode}")
+            + "\n"
+            + "\n".join(lines[-25:])
+        )
 
 
 def package_cards(package: str) -> list:
