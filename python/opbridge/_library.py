@@ -72,12 +72,10 @@ def _register(library: Library, loaded: list[Library]) -> None:
                 f"{refused}: ONNX domain {library.onnx_domain!r} is already held by "
                 f"{_describe(other)}{nothing}"
             )
-    if not hasattr(module, "register_operators"):
-        return  # built by an older SDK: its operators were registered on import
-    stable = getattr(module, "STABLE_ABI", False)
+    stable = module.STABLE_ABI
     # Registered already by the library itself: its lib<name>_torch.so was
     # loaded first (torch.ops.load_library, a host), which registers them.
-    if getattr(module, "operators_registered", lambda: False)():
+    if module.operators_registered():
         taken = []
     elif stable:
         taken = _stable.taken_elsewhere(library.torch_namespace, library.specs())
@@ -149,9 +147,8 @@ class Library:
         :attr:`torch_adapter` says which and why): the operators' kernels and
         registrations without Python, for ``torch.ops.load_library`` and C++
         hosts that link libtorch. Loading it registers the operators
-        (``opbridge_register_torch_operators()`` gives an error as a value).
-        A library built by an older SDK has none: the path then names no file."""
-        return self.path.parent / getattr(self.module, "TORCH_LIBRARY", f"lib{self.name}_torch.so")
+        (``opbridge_register_torch_operators()`` gives an error as a value)."""
+        return self.path.parent / self.module.TORCH_LIBRARY
 
     @property
     def torch_adapter(self) -> TorchAdapter:
@@ -159,19 +156,13 @@ class Library:
         under the torch it was built with, the stable-ABI one under another
         (see docs/guides/pytorch-native.md)."""
         module = self.module
-        stable = bool(getattr(module, "STABLE_ABI", False))
         return TorchAdapter(
-            kind=getattr(module, "TORCH_ADAPTER", "stable" if stable else "default"),
+            kind=module.TORCH_ADAPTER,
             library=self.torch_library_path,
-            # A library built by an older SDK: the kernels in the library itself.
-            kernels=self.path.parent
-            / getattr(module, "TORCH_KERNELS_LIBRARY", self.torch_library_path.name),
-            reason=getattr(module, "TORCH_ADAPTER_REASON", "built by an older SDK"),
-            built_with=getattr(module, "BUILD_TORCH_VERSION", "unknown"),
-            available=tuple(
-                self.path.parent / name
-                for name in getattr(module, "TORCH_LIBRARIES", (self.torch_library_path.name,))
-            ),
+            kernels=self.path.parent / module.TORCH_KERNELS_LIBRARY,
+            reason=module.TORCH_ADAPTER_REASON,
+            built_with=module.BUILD_TORCH_VERSION,
+            available=tuple(self.path.parent / name for name in module.TORCH_LIBRARIES),
         )
 
     @property

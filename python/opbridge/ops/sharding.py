@@ -94,8 +94,8 @@ def _forward_outputs(card: Card, op) -> tuple[str, ...]:
 def _from_spec(
     spec: dict | None, outputs: tuple[str, ...]
 ) -> tuple[dict[str, str], tuple[str, ...]] | None:
-    """From the spec's backward (its ``backward`` entry; libraries built by
-    an older SDK have none): each backward input -> the forward tensor it
+    """From the spec's backward (its ``backward`` entry; an op without a
+    backward has none): each backward input -> the forward tensor it
     stands for, and for each backward output the forward input whose gradient
     it is (the first, where several share one: x and residual)."""
     backward = (spec or {}).get("backward")

@@ -79,18 +79,14 @@ def _library(card) -> Library:
 @contextlib.contextmanager
 def output_guards(card) -> Iterator[None]:
     """The block's calls of the card's library run with output guards (see
-    the module's docstring); a library built by an older SDK has none."""
+    the module's docstring)."""
     module = _library(card).module
-    switch = getattr(module, "set_output_guards", None)
-    if switch is None:
-        yield
-        return
     before = module.output_guards_enabled()
-    switch(True)
+    module.set_output_guards(True)
     try:
         yield
     finally:
-        switch(before)
+        module.set_output_guards(before)
 
 
 _Check = TypeVar("_Check", bound=Callable[..., None])
