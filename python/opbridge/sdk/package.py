@@ -155,14 +155,22 @@ def _role(name: str, modules: set[str]) -> str:
     return "bundled dependency"
 
 
+def _origin_relative(entry: str) -> str | None:
+    """A RUNPATH entry's path below the library's own folder (``$ORIGIN/../x``
+    gives ``../x``), or None for a folder of the build machine."""
+    for origin in ("$ORIGIN", "${ORIGIN}"):
+        if entry.startswith(origin):
+            return entry.removeprefix(origin).lstrip("/")
+    return None
+
+
 def _reaches(runpath: tuple[str, ...], library: PurePosixPath, target: PurePosixPath) -> bool:
     """A folder of ``library``'s RUNPATH, relative to its own (``$ORIGIN``),
     is ``target``'s folder."""
-    origin = library.parent
     for entry in runpath:
-        if entry.startswith(("$ORIGIN", "${ORIGIN}")):
-            relative = entry.replace("${ORIGIN}", "$ORIGIN").removeprefix("$ORIGIN").lstrip("/")
-            folder = PurePosixPath(os.path.normpath(str(origin / relative)))
+        relative = _origin_relative(entry)
+        if relative is not None:
+            folder = PurePosixPath(os.path.normpath(str(library.parent / relative)))
             if folder == target.parent:
                 return True
     return False
@@ -195,7 +203,7 @@ def inspect_wheel(wheel: str | os.PathLike, opbridge_version: str | None = None)
                 WheelLibrary(str(name), _role(name.name, modules), needed, runpath)
             )
             for entry in runpath:
-                if not entry.startswith(("$ORIGIN", "${ORIGIN}")):
+                if _origin_relative(entry) is None:
                     report.problems.append(
                         f"{name}: its RUNPATH names {entry}, a folder of the build machine "
                         "(expected folders relative to $ORIGIN only)"
@@ -209,15 +217,14 @@ def inspect_wheel(wheel: str | os.PathLike, opbridge_version: str | None = None)
                         f"{name} needs {soname}, which the wheel does not carry where its "
                         f"RUNPATH ({':'.join(runpath) or 'none'}) looks and no runtime provides"
                     )
-    _check_roles(report, [PurePosixPath(lib.path) for lib in report.libraries])
+    _check_roles(report)
     _check_requires(report, opbridge_version)
     return report
 
 
-def _check_roles(report: WheelReport, shared: list[PurePosixPath]) -> None:
-    files = {p.name for p in shared}
-    torch_libraries = [n for n in files if n.startswith("lib") and n.endswith("_torch.so")]
-    if not torch_libraries:
+def _check_roles(report: WheelReport) -> None:
+    files = {PurePosixPath(lib.path).name for lib in report.libraries}
+    if not any(n.startswith("lib") and n.endswith("_torch.so") for n in files):
         report.problems.append(f"{report.wheel.name}: no PyTorch library (lib<name>_torch.so)")
     if not any(n.startswith("lib") and n.endswith("_ort.so") for n in files):
         report.problems.append(f"{report.wheel.name}: no ONNX Runtime library (lib<name>_ort.so)")
