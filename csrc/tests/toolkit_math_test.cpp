@@ -29,6 +29,7 @@ enum Function {
   kGeluErfGrad,
   kGeluTanh,
   kGeluTanhGrad,
+  kExpFast,
   kNumFunctions
 };
 }  // namespace toolkit_math_test
@@ -69,6 +70,8 @@ HWY_INLINE V Apply(D d, Function fn, V x) {
       return tk::GeluTanh(d, x);
     case toolkit_math_test::kGeluTanhGrad:
       return tk::GeluTanhGrad(d, x);
+    case toolkit_math_test::kExpFast:
+      return tk::ExpFast(d, x);
     default:
       return x;
   }
@@ -127,6 +130,7 @@ LD SigmoidRef(LD x) { return 1.0L / (1.0L + std::exp(-x)); }
 LD Reference(Function fn, LD x) {
   switch (fn) {
     case kExp:
+    case kExpFast:
       return std::exp(x);
     case kLog:
       return std::log(x);
@@ -162,9 +166,9 @@ LD Reference(Function fn, LD x) {
 }
 
 const char* Name(Function fn) {
-  static const char* const kNames[] = {"Exp",         "Log",      "Tanh",        "Sigmoid",
-                                       "Erf",         "Silu",     "SiluGrad",    "GeluErf",
-                                       "GeluErfGrad", "GeluTanh", "GeluTanhGrad"};
+  static const char* const kNames[] = {"Exp",         "Log",      "Tanh",         "Sigmoid",
+                                       "Erf",         "Silu",     "SiluGrad",     "GeluErf",
+                                       "GeluErfGrad", "GeluTanh", "GeluTanhGrad", "ExpFast"};
   return kNames[fn];
 }
 
@@ -193,6 +197,7 @@ const Bounds kBounds[kNumFunctions] = {
     /* GeluErfGrad  */ {{4, 4e-7}, {2, 4e-16}},
     /* GeluTanh     */ {{4, 1e-7}, {4, 1e-15}},
     /* GeluTanhGrad */ {{4, 4e-7}, {4, 1e-15}},
+    /* ExpFast      */ {{2, 2.8e-40}, {3, 0}},  // abs * max(1, |x|): 0 below 2^-125 (x < -86.64)
 };
 
 template <typename T>
@@ -325,6 +330,14 @@ TEST(ToolkitMath, SpecialValuesAreExact) {
   EXPECT_EQ(e[0], 1.0f);
   EXPECT_EQ(e[2], L::infinity());
   EXPECT_EQ(e[3], 0.0f);
+  auto f = run(kExpFast);
+  EXPECT_EQ(f[0], 1.0f);
+  EXPECT_EQ(f[1], 1.0f);
+  EXPECT_EQ(f[2], L::infinity());
+  EXPECT_EQ(f[3], 0.0f);
+  EXPECT_EQ(f[5], L::infinity());
+  EXPECT_EQ(f[6], 0.0f);
+  EXPECT_EQ(f[7], 0.0f);
   auto l = run(kLog);
   EXPECT_EQ(l[0], -L::infinity());
   EXPECT_EQ(l[2], L::infinity());

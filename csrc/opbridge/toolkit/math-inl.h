@@ -9,6 +9,7 @@
 //
 //   function      float32                float64
 //   Exp           1 ulp (Highway's Exp)  1 ulp to x = 700, 3 ulp beyond
+//   ExpFast       2 ulp, 0 below 2^-125  Exp
 //   Log           1 ulp (Highway's Log)  1 ulp
 //   Tanh          7 ulp (rational)       3 ulp (Highway's Tanh)
 //   Sigmoid       3 ulp                  3 ulp
@@ -131,6 +132,43 @@ HWY_INLINE V Exp(D d, V x) {
     r = hn::IfThenElse(high, hn::Mul(r, r), r);
     r = hn::IfThenElse(hn::Gt(x, K(d, 709.782712893384)), K(d, HUGE_VAL), r);
     return math_internal::KeepNaN(d, x, hn::IfThenZeroElse(hn::Lt(x, K(d, -746.0)), r));
+  }
+}
+
+// e^x in about half Exp's instructions, for loops that are bound by their
+// exps (a softmax's exp(z - max)). float32: 2 ulp where e^x >= 2^-125
+// (x >= -86.64); below, 0 (an absolute error under 2.4e-38: no subnormal
+// results); inf past 88.72; NaN in gives NaN out. float64: Exp.
+// The argument is reduced to r = x - n ln2 (|r| <= ln2 / 2, n = round(x /
+// ln2) by the 1.5 * 2^23 shifter), e^r is a degree-6 polynomial (a
+// near-minimax fit, Horner's rule in fused multiply-adds, with 2 e^r's
+// coefficients so that 2^(n - 1), a normal number for n in [-125, 128], is
+// the scale). 16 vector instructions against Exp's 33.
+template <class D, class V>
+HWY_INLINE V ExpFast(D d, V x) {
+  using math_internal::K;
+  if constexpr (math_internal::IsF32<D>()) {
+    const hn::RebindToSigned<D> di;
+    const V shifter = K(d, 12582912.0);  // 1.5 * 2^23: t's low bits hold n
+    const V t = hn::MulAdd(x, K(d, 1.44269504088896341), shifter);
+    const V n = hn::Sub(t, shifter);
+    V r = hn::NegMulAdd(n, K(d, 0.693145751953125), x);  // ln2's high part (exact product)
+    r = hn::NegMulAdd(n, K(d, 1.428606765330187045e-6), r);
+    // 2 e^r = 2 + 2 r + 2 c2 r^2 + ... (doubling is exact).
+    V p = K(d, 2 * 0.0013814617414027452);
+    p = hn::MulAdd(p, r, K(d, 2 * 0.008368710055947304));
+    p = hn::MulAdd(p, r, K(d, 2 * 0.04166838899254799));
+    p = hn::MulAdd(p, r, K(d, 2 * 0.1666652113199234));
+    p = hn::MulAdd(p, r, K(d, 2 * 0.4999999403953552));
+    p = hn::MulAdd(p, r, K(d, 2.0));
+    p = hn::MulAdd(p, r, K(d, 2.0));
+    // 2^(n - 1): t's bits shifted past the exponent leave n's low bits.
+    const V scale = hn::BitCast(d, hn::Add(hn::ShiftLeft<23>(hn::BitCast(di, t)), hn::Set(di, 126 << 23)));
+    const V y = hn::Mul(p, scale);
+    const V big = hn::IfThenElse(hn::Gt(x, K(d, 88.72283935546875)), K(d, HUGE_VAL), y);
+    return hn::IfThenZeroElse(hn::Lt(x, K(d, -86.64339757)), big);
+  } else {
+    return toolkit::Exp(d, x);
   }
 }
 

@@ -1,9 +1,9 @@
 // softmax_lse's kernels on the SDK's row skeleton (opbridge/toolkit/rows-inl.h).
 // Forward, per row of z = x / temperature, three passes that take one exp
 // per element: the row's maximum (rows::Maxes: the row comes into cache);
-// e = exp(z - max) into a row of scratch with its sum (from cache); then
-// y = e / sum, written past the cache while the next row is fetched. lse is
-// a per-row output. Backward, per row: sum(grad_y * y), then grad_x.
+// e = exp(z - max) into a row of scratch with its sum (from cache, by the
+// toolkit's ExpFast, while the next row is fetched); then y = e / sum,
+// written past the cache. lse is a per-row output. Backward, per row: sum(grad_y * y), then grad_x.
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "softmax_lse/kernel.cpp"
 #include <hwy/foreach_target.h>  // must come before highway.h
@@ -36,21 +36,21 @@ void SoftmaxLseRange(const RowTensors<T>& t, const RowRange& range) {
   std::vector<T> scratch(static_cast<size_t>(t.cols));
   rows::ForEachRow(t, range, [&](const rows::Row<T>& row) {
     const double max = rows::ForColumns(
-        rows::PassOf(t), [scale](auto d, auto x) { return rows::Maxes(hn::Mul(x, hn::Set(d, scale))); },
-        row.in[0])[0];
+                           rows::PassOf(t), [](auto, auto x) { return rows::Maxes(x); }, row.in[0])[0] *
+                       static_cast<double>(scale);
     // A row of -inf only (or of no columns): every e is 0, lse is -inf and
     // y is 0 / 0, NaN, as torch.softmax gives.
     const C shift = static_cast<C>(max == -HUGE_VAL ? 0.0 : max);
     const double sum = rows::ForColumns(
-        rows::PassOf(t).Write(scratch.data()).Stream(false),
+        rows::PassOf(t).Write(scratch.data()).Stream(false).Prefetch(row.next[0]),
         [scale, shift](auto d, auto x) {
-          const auto e = tk::Exp(d, hn::MulSub(x, hn::Set(d, scale), hn::Set(d, shift)));
+          const auto e = tk::ExpFast(d, hn::MulSub(x, hn::Set(d, scale), hn::Set(d, shift)));
           return rows::Writes(e) + rows::Sums(e);
         },
         row.in[0])[0];
     const C inv_sum = static_cast<C>(1.0 / sum);
     rows::ForColumns(
-        rows::PassOf(t).Write(row.out[0]).Prefetch(row.next[0]),
+        rows::PassOf(t).Write(row.out[0]),
         [inv_sum](auto d, auto e) { return rows::Writes(hn::Mul(e, hn::Set(d, inv_sum))); },
         static_cast<const T*>(scratch.data()));
     if (row.per_row_out[0] != nullptr) *row.per_row_out[0] = opbridge::FromDouble<T>(max + std::log(sum));
