@@ -13,7 +13,7 @@ import json
 
 import torch
 
-from opbridge import hf
+from opbridge.integrations import hf
 from opbridge.integrations.adoption import table
 
 

@@ -1,4 +1,4 @@
-"""ONNX Runtime's plain ``run()`` against IO binding (``opbridge.ort.bind``),
+"""ONNX Runtime's plain ``run()`` against IO binding (``opbridge.runtimes.onnxruntime.bind``),
 side by side on the same session and inputs.
 
 Cases: ``scaled_clamp`` and ``rms_norm`` at the benchmark's ``dram`` size
@@ -61,10 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'case':28s} {'run() ms':>10s} {'bound ms':>10s} {'run/bound':>10s}")
     for label, (model, tensors) in cases.items():
         with contextlib.redirect_stdout(io.StringIO()):
-            proto = opbridge.onnx.export(model, tensors, route="custom", verbose=False)
+            proto = opbridge.export.export(model, tensors, route="custom", verbose=False)
         options = onnxruntime.SessionOptions()
         options.intra_op_num_threads = args.threads
-        session = opbridge.ort.InferenceSession(proto, sess_options=options)
+        session = opbridge.runtimes.onnxruntime.InferenceSession(proto, sess_options=options)
         names = [i.name for i in session.get_inputs()]
         feeds = {n: t.numpy() for n, t in zip(names, tensors, strict=True)}
         bound = bind(session, feeds)

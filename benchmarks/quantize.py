@@ -2,7 +2,7 @@
 
 The LLaMA-style block (``--dim``, ``--heads``, ``--hidden``, ``--seq``) and
 the small vision model (``--size`` square uint8 images), each exported by the
-custom route with a dynamic batch, quantized by ``opbridge.quantize``
+custom route with a dynamic batch, quantized by ``opbridge.deploy.quantize``
 (static QDQ calibrated on ``--calibration`` random samples; dynamic), then
 timed back to back on the same input (ONNX Runtime, all optimizations,
 ``--threads``): median ms and the int8/float speed-up; and compared with the
@@ -38,7 +38,7 @@ from opbridge.deploy.quantize import dataset_report, quantize
 def _median_ms(path: Path, feeds: dict, threads: int, repeats: int) -> float:
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = threads
-    session = opbridge.ort.InferenceSession(str(path), sess_options=options)
+    session = opbridge.runtimes.onnxruntime.InferenceSession(str(path), sess_options=options)
     for _ in range(3):
         session.run(None, feeds)
     times = []
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     for name, (model, example) in models.items():
         float_path = scratch / f"{name}.onnx"
         with contextlib.redirect_stdout(io.StringIO()):
-            proto = opbridge.onnx.export(
+            proto = opbridge.export.export(
                 model, (example,), float_path, route="custom", dynamic_batch=True, verbose=False
             )
         input_name = proto.graph.input[0].name

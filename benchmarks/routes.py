@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
         fused = ""
         for route in routes:
             with contextlib.redirect_stdout(io.StringIO()):
-                proto = opbridge.onnx.export(
+                proto = opbridge.export.export(
                     module, tensors, route=route, opset=args.opset, dynamo=True, verbose=False
                 )
             names = [i.name for i in proto.graph.input]

@@ -9,7 +9,7 @@ The operators come from user projects built on the SDK, not from opbridge:
   ``examples/fused_norm``.
 
 Each project's library is built by the SDK's JIT build
-(:func:`opbridge.build.load`, cached by content: a rerun with unchanged
+(:func:`opbridge.sdk.build.load`, cached by content: a rerun with unchanged
 sources does not compile) and its Python package imported from the project
 (loading the library and registering the operators' cards), without
 installing anything. Any other name in ``--ops`` is an operator whose card is
@@ -185,7 +185,7 @@ def load_project(project: Path, build_dir: Path, log) -> None:
     if package in sys.modules:
         return
     start = time.perf_counter()
-    library = opbridge.build.load(
+    library = opbridge.sdk.build.load(
         name,
         sorted((project / "csrc").glob("*/*.cpp")),
         torch_namespace=fields.get("TORCH_NAMESPACE", name),

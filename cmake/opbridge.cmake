@@ -13,8 +13,7 @@
 #     [TORCH_LIBRARY_NAME <lib>]      lib<lib>.so for PyTorch         (default <name>_torch)
 #     [ORT_LIBRARY_NAME <lib>]        lib<lib>.so for ONNX Runtime    (default <name>_ort)
 #     [INCLUDE_DIRECTORIES <dir>...]  (the current source dir is always included)
-#     [INSTALL_DESTINATION <dir>]     install the adapters' libraries there
-#     [NO_TORCH] [NO_ORT])            deprecated: ADAPTERS without torch / ort
+#     [INSTALL_DESTINATION <dir>])    install the adapters' libraries there
 #
 # SOURCES may list CUDA kernels (kernel.cu). They are compiled only with
 # -DOPBRIDGE_CUDA=ON (for CMAKE_CUDA_ARCHITECTURES, default 80;90); their
@@ -69,7 +68,7 @@ endif()
 # compile in a fraction of the time: for test and development builds (the
 # test suite's and ./dev test's builds of users' libraries use it), never for
 # a library that ships. The environment variable of the same name sets it
-# where the build is not configured by hand (pip, opbridge.build.load).
+# where the build is not configured by hand (pip, opbridge.sdk.build.load).
 set(OPBRIDGE_HWY_DISABLED_TARGETS "$ENV{OPBRIDGE_HWY_DISABLED_TARGETS}"
     CACHE STRING "Highway targets not to compile the kernels for (HWY_DISABLED_TARGETS; empty: none)")
 
@@ -472,19 +471,22 @@ endfunction()
 
 function(opbridge_add_operator_library name)
   cmake_parse_arguments(
-    PARSE_ARGV 1 ARG "NO_TORCH;NO_ORT"
+    PARSE_ARGV 1 ARG ""
     "TORCH_NAMESPACE;ONNX_DOMAIN;DOMAIN_VERSION;VERSION;TORCH_MODULE_NAME;TORCH_LIBRARY_NAME;ORT_LIBRARY_NAME;INSTALL_DESTINATION"
     "SOURCES;INCLUDE_DIRECTORIES;ADAPTERS")
   if(NOT ARG_SOURCES)
     message(FATAL_ERROR "opbridge_add_operator_library(${name}): SOURCES is required")
+  endif()
+  if(ARG_UNPARSED_ARGUMENTS)
+    message(FATAL_ERROR "opbridge_add_operator_library(${name}): unknown arguments ${ARG_UNPARSED_ARGUMENTS} "
+                        "(the adapters to build go in ADAPTERS)")
   endif()
   if(NOT OPBRIDGE_SDK_CSRC OR NOT EXISTS "${OPBRIDGE_SDK_CSRC}/opbridge/spec.h")
     message(FATAL_ERROR "opbridge_add_operator_library: OPBRIDGE_SDK_CSRC does not hold opbridge's sources "
                         "(find_package(opbridge CONFIG) sets it)")
   endif()
 
-  # The adapters: ADAPTERS, else all of them; NO_<ADAPTER> (deprecated)
-  # removes one.
+  # The adapters: ADAPTERS, else all of them.
   get_property(_known GLOBAL PROPERTY OPBRIDGE_ADAPTERS)
   if("ADAPTERS" IN_LIST ARG_KEYWORDS_MISSING_VALUES)
     set(_adapters)
@@ -495,14 +497,6 @@ function(opbridge_add_operator_library name)
   endif()
   get_property(_opt_in GLOBAL PROPERTY OPBRIDGE_OPT_IN_ADAPTERS)
   list(APPEND _known ${_opt_in})
-  foreach(_adapter IN ITEMS torch ort)
-    string(TOUPPER "${_adapter}" _upper)
-    if(ARG_NO_${_upper})
-      message(DEPRECATION "opbridge_add_operator_library(${name}): NO_${_upper} is deprecated; list the "
-                          "adapters to build in ADAPTERS instead")
-      list(REMOVE_ITEM _adapters ${_adapter})
-    endif()
-  endforeach()
   list(REMOVE_DUPLICATES _adapters)
   foreach(_adapter IN LISTS _adapters)
     if(NOT _adapter IN_LIST _known OR NOT COMMAND _opbridge_adapter_${_adapter})

@@ -1,7 +1,7 @@
 """A griffe extension for the Python API reference (mkdocs.yml, mkdocstrings'
 ``extensions``): the docstrings name other objects with Sphinx roles
-(``:func:`opbridge.ort.get_library_path```, ``:class:`Output```); Markdown has no
-roles, so each becomes inline code (`` `opbridge.ort.get_library_path` ``)."""
+(``:func:`opbridge.runtimes.onnxruntime.get_library_path```, ``:class:`Output```); Markdown has no
+roles, so each becomes inline code (`` `opbridge.runtimes.onnxruntime.get_library_path` ``)."""
 
 from __future__ import annotations
 

@@ -153,7 +153,7 @@ def export_cases(out: Path) -> dict:
     # (a) Saved custom-route models, against PyTorch, at two batch sizes.
     for name, build in DEMO_MODELS.items():
         model, args = build(0)
-        proto = opbridge.onnx.export(
+        proto = opbridge.export.export(
             model,
             args,
             None,
@@ -240,7 +240,9 @@ def export_cases(out: Path) -> dict:
                 )
                 options.log_severity_level = 4  # a dtype the op refuses is expected below
                 try:
-                    session = opbridge.ort.InferenceSession(model, sess_options=options)
+                    session = opbridge.runtimes.onnxruntime.InferenceSession(
+                        model, sess_options=options
+                    )
                     outputs = session.run(None, feeds)
                 except Exception:
                     if dtype in (torch.float32, torch.float64):
@@ -280,7 +282,7 @@ def main() -> int:
             log(f"ort-range.txt and csrc/opbridge/version.h disagree: {problem}")
         return 1
     pythons = {role: scratch_python(role, pins[role]) for role in ROLES}
-    library = opbridge.ort.get_library_path()
+    library = opbridge.runtimes.onnxruntime.get_library_path()
 
     with tempfile.TemporaryDirectory(prefix="ort-range-") as scratch:
         out = args.keep or Path(scratch)

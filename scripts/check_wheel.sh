@@ -39,7 +39,7 @@ import opbridge
 
 site = os.path.dirname(opbridge.__file__)
 assert site.startswith(sys.prefix), f"opbridge imported from {site}, not the scratch environment"
-library = opbridge.ort.get_library_path()
+library = opbridge.runtimes.onnxruntime.get_library_path()
 linked = subprocess.run(["ldd", library], capture_output=True, text=True, check=True).stdout
 hwy = [line for line in linked.splitlines() if "libhwy" in line]
 assert hwy and all(site in line for line in hwy), f"Highway not taken from the wheel: {hwy}"
@@ -92,8 +92,8 @@ x, w = torch.randn(4, 64), torch.rand(64) + 0.5
 y = opbridge.rms_norm(x, w)
 torch.testing.assert_close(y, x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w)
 model = opbridge.nn.RMSNorm(64).eval()
-proto = opbridge.onnx.export(model, (x,), route="custom", verbose=False)
-session = opbridge.ort.InferenceSession(proto)
+proto = opbridge.export.export(model, (x,), route="custom", verbose=False)
+session = opbridge.runtimes.onnxruntime.InferenceSession(proto)
 (got,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
 np.testing.assert_allclose(got, model(x).detach().numpy(), rtol=1e-5, atol=1e-5)
 # The wheel's ExecuTorch kernels, registered with the executorch package's

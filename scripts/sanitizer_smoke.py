@@ -60,7 +60,7 @@ def main(build_dir: Path) -> int:
     cases = [
         (
             "demo, custom route",
-            opbridge.onnx.export(model, (x,), route="custom"),
+            opbridge.export.export(model, (x,), route="custom"),
             x.numpy(),
             lambda a: model(torch.from_numpy(a)).detach().numpy(),
         ),

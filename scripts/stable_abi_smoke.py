@@ -87,8 +87,8 @@ def main() -> int:
 
     model = opbridge.nn.RMSNorm(64).eval()
     p = torch.randn(4, 64)
-    proto = opbridge.onnx.export(model, (p,), route="custom", verbose=False)
-    session = opbridge.ort.InferenceSession(proto)
+    proto = opbridge.export.export(model, (p,), route="custom", verbose=False)
+    session = opbridge.runtimes.onnxruntime.InferenceSession(proto)
     (got,) = session.run(None, {session.get_inputs()[0].name: p.numpy()})
     np.testing.assert_allclose(got, model(p).detach().numpy(), rtol=1e-5, atol=1e-5)
     print("custom-route ONNX export in ONNX Runtime: ok")

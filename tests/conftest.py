@@ -10,7 +10,7 @@ os.environ.setdefault(
 )
 
 # Users' libraries built by the tests (the scaffold's project, the examples,
-# opbridge.build.load) compile their kernels for two SIMD targets, SCALAR and
+# opbridge.sdk.build.load) compile their kernels for two SIMD targets, SCALAR and
 # AVX2, not all five: a fraction of the compile time, and both dispatch
 # paths still run. opbridge's own library, built by ./dev, has every target,
 # and its C++ tests force each one in turn.

@@ -31,8 +31,8 @@ def build() -> Path:
         if stale != root:
             shutil.rmtree(stale, ignore_errors=True)
     code = f"""
-        import opbridge.build
-        library = opbridge.build.load(
+        import opbridge.sdk.build
+        library = opbridge.sdk.build.load(
             "faulty_ops", {[str(s) for s in SOURCES]!r}, onnx_domain="com.example.faulty",
             adapters=["torch", "ort", "openvino", "executorch"], build_directory={str(root)!r})
         print(library.path)

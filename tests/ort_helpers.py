@@ -18,7 +18,7 @@ ONNX_DTYPES = {
 
 
 def session(model, level="enable_all"):
-    return opbridge.ort.InferenceSession(model, optimization_level=level)
+    return opbridge.runtimes.onnxruntime.InferenceSession(model, optimization_level=level)
 
 
 def run(model, feeds: list[np.ndarray], level="enable_all") -> list[np.ndarray]:

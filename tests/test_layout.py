@@ -1,4 +1,4 @@
-"""The package's layout: the old module names still work, routes and runtimes
+"""The package's layout: one name per module, routes and runtimes
 come from their registries, and the lint refuses an import that runs up the
 layers or in a circle."""
 
@@ -14,42 +14,70 @@ import pytest
 import torch
 
 import opbridge
-from opbridge import _aliases, runtimes
+from opbridge import runtimes
 from opbridge.bench.cases import runtime_settings
 from opbridge.export import routes
 
 from paths import ROOT
 
+FORMER_NAMES = [
+    "opbridge.onnx",
+    "opbridge.ort",
+    "opbridge.openvino",
+    "opbridge.testing",
+    "opbridge.build",
+]
 
-@pytest.mark.parametrize(("old", "new"), sorted(_aliases.MOVED.items()))
-def test_old_module_names_are_the_moved_modules(old, new):
-    moved = importlib.import_module(old)
-    assert moved is importlib.import_module(new)
-    assert moved.__spec__.name == new  # the module keeps its own spec
+
+@pytest.mark.parametrize("former", FORMER_NAMES)
+def test_former_module_names_are_gone(former):
+    """One name per module: the names from before the layers import nothing."""
+    with pytest.raises(ModuleNotFoundError):
+        importlib.import_module(former)
+    assert not hasattr(opbridge, former.split(".")[1])
 
 
-def test_former_module_names_are_attributes_imported_on_first_use():
-    """``opbridge.openvino.compile_model(...)`` after a bare ``import opbridge``
-    (a fresh process: another test may have imported it already)."""
+def test_lint_refuses_a_second_name(tmp_path):
+    """scripts/check_one_name.py (in ./dev lint) passes on the tree and
+    refuses a module alias, a module __getattr__ and a former name."""
+    check = ROOT / "scripts" / "check_one_name.py"
+    ok = subprocess.run([sys.executable, str(check)], capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0, ok.stderr
+    code = (
+        "import importlib.util, sys, types\n"
+        f"spec = importlib.util.spec_from_file_location('check', {str(check)!r})\n"
+        "check = importlib.util.module_from_spec(spec); spec.loader.exec_module(check)\n"
+        "package = types.ModuleType('opbridge'); package.__all__ = ['onnx']\n"
+        "import opbridge.export; package.onnx = opbridge.export\n"
+        "assert check._aliases_of(package) == "
+        "['opbridge.onnx is the module opbridge.export under a second name']\n"
+        "assert check.FORMER_RE.search('import opbridge.ort as x').group(1) == 'opbridge.ort'\n"
+        "assert check.FORMER_RE.search('opbridge.runtimes.onnxruntime') is None\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300, cwd=tmp_path)
+
+
+def test_optional_modules_are_imported_on_first_use():
+    """A bare ``import opbridge`` imports neither OpenVINO nor the SDK's test
+    helpers (a fresh process: another test may have imported them already)."""
     code = (
         "import sys, opbridge\n"
         "assert 'openvino' not in sys.modules and 'opbridge.sdk.testing' not in sys.modules\n"
-        "assert opbridge.openvino is sys.modules['opbridge.runtimes.openvino']\n"
-        "assert opbridge.testing is sys.modules['opbridge.sdk.testing']\n"
-        "assert not hasattr(opbridge, 'no_such_module')\n"
+        "import opbridge.runtimes.openvino, opbridge.sdk.testing\n"
+        "assert opbridge.runtimes.openvino is sys.modules['opbridge.runtimes.openvino']\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
 
 
-def test_documented_names_keep_working():
-    import opbridge.testing
+def test_documented_names():
+    import opbridge.sdk.testing
 
-    assert opbridge.onnx.export is opbridge.export.export
-    assert opbridge.ort.InferenceSession is runtimes.onnxruntime.InferenceSession
-    assert opbridge.build.load is importlib.import_module("opbridge.sdk.build").load
+    assert opbridge.export.export is importlib.import_module("opbridge.export").export
+    assert opbridge.runtimes.onnxruntime.InferenceSession is runtimes.onnxruntime.InferenceSession
+    assert opbridge.sdk.build.load is importlib.import_module("opbridge.sdk.build").load
     assert callable(opbridge.patch) and callable(opbridge.verify)
     assert (
-        opbridge.testing.check_export
+        opbridge.sdk.testing.check_export
         is importlib.import_module("opbridge.sdk.testing").check_export
     )
 
@@ -93,7 +121,7 @@ def extra_route(monkeypatch):
 def test_a_registered_route_reaches_export_verify_auto_and_bench(extra_route):
     model = opbridge.nn.RMSNorm(8).eval()
     x = torch.randn(2, 8)
-    proto = opbridge.onnx.export(model, (x,), route="plain", verbose=False)
+    proto = opbridge.export.export(model, (x,), route="plain", verbose=False)
     assert {n.domain for n in proto.graph.node} <= {"", "ai.onnx"}
     assert {p.key: p.value for p in proto.metadata_props}["opbridge.route"] == "plain"
     report = opbridge.verify(model, (x,), onnx_model=proto, draws=1, layers=False)
@@ -107,7 +135,7 @@ def test_a_registered_route_reaches_export_verify_auto_and_bench(extra_route):
 def test_runtime_registry():
     assert runtimes.get("ort") is runtimes.get("onnxruntime") is runtimes.get()
     library = runtimes.get().library_path(opbridge.libraries()[0])
-    assert library == opbridge.ort.get_library_path()
+    assert library == opbridge.runtimes.onnxruntime.get_library_path()
     assert runtimes.names()[0] == "onnxruntime"
     with pytest.raises(ValueError, match=r"runtime must be one of \('onnxruntime',"):
         runtimes.get("tensorrt")

@@ -115,7 +115,7 @@ extern "C" int LLVMFuzzerInitialize(int* /*argc*/, char*** /*argv*/) {
     std::abort();
   }
   g_core->add_extension(extensions);
-  // Two threads (one loses errors: see above); f32 as opbridge.openvino
+  // Two threads (one loses errors: see above); f32 as opbridge.runtimes.openvino
   // compiles, or a float16 hint (the plugin may then run the node in
   // another dtype than the model's); the latency hint or the throughput one.
   g_configs = new std::vector<ov::AnyMap>();

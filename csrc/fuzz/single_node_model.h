@@ -71,7 +71,7 @@ struct Case {
   std::string invalid;  // why the node is invalid (it must then not run); empty: valid
   // The node's domain is imported at a version below 1. ONNX Runtime refuses
   // it; OpenVINO's ONNX reader matches a node to an extension by domain and
-  // op type only (opbridge.openvino.read_model checks the version).
+  // op type only (opbridge.runtimes.openvino.read_model checks the version).
   bool domain_version_invalid = false;
   bool attrs_known = true;  // false: what the library reads is not known here (no shape check)
   std::vector<opbridge::AttrValue> expected_attrs;

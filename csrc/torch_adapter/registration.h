@@ -31,7 +31,7 @@ std::vector<std::string> OperatorsTakenElsewhere();
 // kernel, and the kernel call fails naming the op and the output when the
 // kernel wrote outside the output or left its end unwritten (a shape rule
 // that disagrees with the kernel). On under OPBRIDGE_CHECK=1, and while
-// switched on here (opbridge.testing does, for its checks).
+// switched on here (opbridge.sdk.testing does, for its checks).
 void SetOutputGuards(bool enabled);
 bool OutputGuardsEnabled();
 

@@ -1,7 +1,7 @@
 // The ONNX domains a model file asks for, with the version of each, read
 // before ONNX Runtime loads the model: the opset imports and opbridge's
 // "opbridge.domain_version.<domain>" metadata (the higher of the two per
-// domain, as opbridge.ort.check_domain_version takes them).
+// domain, as opbridge.runtimes.onnxruntime.check_domain_version takes them).
 //
 // ONNX Runtime does not compare a custom domain's version with the
 // library's (a model of a newer domain version loads, and runs the older

@@ -3,7 +3,7 @@
 Each operator is defined once in C++ (spec and framework-free kernel) and runs
 in PyTorch (eager, autograd, torch.compile, torch.export), exports to ONNX by
 an explicit route (:mod:`opbridge.export`), and runs in the runtimes of
-:mod:`opbridge.runtimes` (ONNX Runtime: :mod:`opbridge.ort`).
+:mod:`opbridge.runtimes` (ONNX Runtime: :mod:`opbridge.runtimes.onnxruntime`).
 
 The package is layered, each layer importing only the ones below it (checked
 by ``./dev lint``): ``cli``; ``bench``; ``demo``; ``deploy`` and
@@ -11,12 +11,9 @@ by ``./dev lint``): ``cli``; ``bench``; ``demo``; ``deploy`` and
 ``export`` and ``runtimes``; ``nn``; ``ops``; the libraries (``_library``).
 """
 
-from opbridge import _aliases
-
-_aliases.install()
-
-from opbridge import autoroute, export, nn, patching, runtimes  # noqa: E402
-from opbridge._library import (  # noqa: E402
+import opbridge.sdk.build  # noqa: F401  (opbridge.sdk.build.load after a bare import opbridge)
+from opbridge import autoroute, export, nn, patching, runtimes, sdk
+from opbridge._library import (
     ONNX_DOMAIN,
     ONNX_DOMAIN_VERSION,
     VERSION,
@@ -26,9 +23,9 @@ from opbridge._library import (  # noqa: E402
     load_library,
     specs,
 )
-from opbridge.compiling import compile  # noqa: E402
-from opbridge.export import ExportOptions  # noqa: E402
-from opbridge.ops import (  # noqa: E402
+from opbridge.compiling import compile
+from opbridge.export import ExportOptions
+from opbridge.ops import (
     add_layer_norm,
     add_rms_norm,
     bias_gelu,
@@ -38,13 +35,8 @@ from opbridge.ops import (  # noqa: E402
     rotary_embedding,
     scaled_clamp,
 )
-from opbridge.patching import patch, unpatch  # noqa: E402
-from opbridge.sdk import build  # noqa: E402
-from opbridge.verify import VerificationReport, VerifyOptions, verify  # noqa: E402
-
-# The names the documentation uses: opbridge.onnx (export) and opbridge.ort (ONNX Runtime).
-onnx = export
-ort = runtimes.onnxruntime
+from opbridge.patching import patch, unpatch
+from opbridge.verify import VerificationReport, VerifyOptions, verify
 
 __version__ = VERSION
 
@@ -60,7 +52,6 @@ __all__ = [
     "add_rms_norm",
     "autoroute",
     "bias_gelu",
-    "build",
     "cmake_prefix_path",
     "compile",
     "export",
@@ -69,27 +60,14 @@ __all__ = [
     "load_library",
     "nn",
     "normalize_image",
-    "onnx",
-    "ort",
     "patch",
     "patching",
     "rms_norm",
     "rotary_embedding",
     "runtimes",
     "scaled_clamp",
+    "sdk",
     "specs",
     "unpatch",
     "verify",
 ]
-
-
-def __getattr__(name: str):
-    """The modules kept under their former names (``opbridge.openvino``,
-    ``opbridge.testing``, ...) as attributes, imported on first use: OpenVINO
-    and the SDK's test helpers cost nothing until a program reaches for them."""
-    moved = _aliases.MOVED.get(f"{__name__}.{name}")
-    if moved is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    import importlib
-
-    return importlib.import_module(f"{__name__}.{name}")

@@ -246,7 +246,7 @@ def load_library(library: str | os.PathLike | ModuleType) -> Library:
     ``library`` is the path of its extension module (``<name>_torch*.so``),
     a folder holding one, or the imported module itself. Its operators become
     ``torch.ops.<namespace>.*``; its ONNX Runtime library is recorded for
-    :func:`opbridge.ort.InferenceSession`, which registers it for every model
+    :func:`opbridge.runtimes.onnxruntime.InferenceSession`, which registers it for every model
     that imports its domain. Loading the same library again returns it.
     Another library with the same namespace or domain, or one with an
     operator PyTorch already has, is refused with a ``ValueError`` naming

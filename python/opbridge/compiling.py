@@ -24,7 +24,7 @@ inputs (:func:`choose`), as ``route="auto"`` does for ONNX
    and attributes); an operator whose card has no ``composite`` stays a
    kernel;
 2. checks each operator's composite against its kernel on those calls
-   within the dtype's tolerance (:data:`opbridge.testing.TOLERANCES`): an
+   within the dtype's tolerance (:data:`opbridge.sdk.testing.TOLERANCES`): an
    operator whose composite does not match is never decomposed;
 3. compiles the whole model with every operator as a kernel, then, operator
    by operator (in the order the model first calls them), with that one
@@ -214,7 +214,7 @@ class CompileChoice:
 
 def tolerance(dtype: torch.dtype) -> float:
     """atol = rtol a decomposed operator (and the compiled model) must keep
-    to at ``dtype``: :data:`opbridge.testing.TOLERANCES`'."""
+    to at ``dtype``: :data:`opbridge.sdk.testing.TOLERANCES`'."""
     from opbridge.sdk.testing import TOLERANCES
 
     return TOLERANCES.get(dtype, TOLERANCES[torch.float32])

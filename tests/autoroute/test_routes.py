@@ -101,7 +101,7 @@ def _session(proto, route: str, level):
     options = onnxruntime.SessionOptions()
     options.graph_optimization_level = level
     if route == "custom":
-        return opbridge.ort.InferenceSession(proto, sess_options=options)
+        return opbridge.runtimes.onnxruntime.InferenceSession(proto, sess_options=options)
     return onnxruntime.InferenceSession(
         proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
     )
@@ -116,7 +116,7 @@ def test_route(name, exporter, opset, route):
         tensors = tuple(a.detach() for a in sample.args if isinstance(a, torch.Tensor))
         model = _Call(card.call, sample).eval()
         dynamic = _batched(tensors)
-        proto = opbridge.onnx.export(
+        proto = opbridge.export.export(
             model,
             tensors,
             route=route,
@@ -167,7 +167,7 @@ def test_ort_route_falls_back_to_the_standard_form_for_float64(name):
     )
     tensors = tuple(a.detach() for a in sample.args if isinstance(a, torch.Tensor))
     model = _Call(card.call, sample).eval()
-    proto = opbridge.onnx.export(model, tensors, route="ort", dynamo=False)
+    proto = opbridge.export.export(model, tensors, route="ort", dynamo=False)
     assert not any(n.domain in ("opbridge", MICROSOFT) for n in proto.graph.node)
     assert "SimplifiedLayerNormalization" not in {n.op_type for n in proto.graph.node}
     session = _session(proto, "ort", LEVELS[0])
@@ -188,7 +188,7 @@ def test_unused_outputs_of_fused_nodes_are_dropped():
         def forward(self, *t):
             return card.call(*t, **sample.kwargs)[0]
 
-    proto = opbridge.onnx.export(OnlyOut(), tensors, route="ort")
+    proto = opbridge.export.export(OnlyOut(), tensors, route="ort")
     (node,) = [n for n in proto.graph.node if n.op_type == "SkipSimplifiedLayerNormalization"]
     assert len(node.output) == 1 and node.output[0]
 
@@ -205,7 +205,7 @@ def test_route_dict_mixes_routes_and_is_recorded():
         def forward(self, x, bias):
             return opbridge.ops.bias_gelu(self.norm(x), bias)
 
-    proto = opbridge.onnx.export(
+    proto = opbridge.export.export(
         Two(), (x, torch.randn(16)), route={"rms_norm": "ort", "opbridge::bias_gelu": "custom"}
     )
     nodes = {(n.domain, n.op_type) for n in proto.graph.node}
@@ -215,7 +215,7 @@ def test_route_dict_mixes_routes_and_is_recorded():
     assert metadata["opbridge.route.opbridge::rms_norm"] == "ort"
     assert metadata["opbridge.route.opbridge::bias_gelu"] == "custom"
     with pytest.raises(ValueError, match="route for 'rms_norm' must be one of"):
-        opbridge.onnx.export(model, (x,), route={"rms_norm": "auto"})
+        opbridge.export.export(model, (x,), route={"rms_norm": "auto"})
 
 
 # ---------------------------------------------------------------- route="auto"
@@ -309,7 +309,7 @@ def test_auto_export_of_the_demo_model_verifies_and_records_the_choice():
     from opbridge.demo import build_demo
 
     model, args = build_demo(batch=2, seq=8, dim=64)
-    proto = opbridge.onnx.export(model, args, route="auto", dynamo=False)
+    proto = opbridge.export.export(model, args, route="auto", dynamo=False)
     metadata = {p.key: p.value for p in proto.metadata_props}
     assert metadata["opbridge.route"] == "auto"
     chosen = {k: v for k, v in metadata.items() if k.startswith("opbridge.route.")}

@@ -164,8 +164,8 @@ def test_quick_end_to_end_models(tmp_path, capsys):
     report = json.loads(out.read_text())
     results = report["results"]
     assert all(set(r) >= KEYS | {"max_abs_diff"} for r in results)
-    assert {r["op"] for r in results} == set(bench.bench_models.MODEL_NAMES)
-    for name in bench.bench_models.MODEL_NAMES:
+    assert {r["op"] for r in results} == set(bench.models.MODEL_NAMES)
+    for name in bench.models.MODEL_NAMES:
         rows = {r["impl"]: r for r in results if r["op"] == name}
         assert set(rows) == MODEL_IMPLS, name
         assert all(r["median_us"] > 0 and r["p99_us"] >= r["median_us"] for r in rows.values())
@@ -174,14 +174,14 @@ def test_quick_end_to_end_models(tmp_path, capsys):
         assert isinstance(rows["ort_contrib"]["fused"], list)
         assert isinstance(rows["ort_fused"]["fused"], list)
         assert "fused" not in rows["ort_custom"]
-        assert set(report["models"]) == set(bench.bench_models.MODEL_NAMES)
+        assert set(report["models"]) == set(bench.models.MODEL_NAMES)
     # The ort route emits ONNX Runtime's fused operators for the LLaMA-style blocks.
     llama = {r["impl"]: r for r in results if r["op"] == "llama_prefill"}
     assert "SkipSimplifiedLayerNormalization" in llama["ort_fused"]["fused"]
     profiles = {(p["op"], p["impl"]): p for p in report["profiles"]}
     assert set(profiles) == {
         (name, impl)
-        for name in bench.bench_models.MODEL_NAMES
+        for name in bench.models.MODEL_NAMES
         for impl in ("opbridge_torch", "ort_custom")
     }
     for p in profiles.values():
@@ -211,7 +211,7 @@ def test_half_types_are_timed_in_both_runtimes(tmp_path):
 
 
 def test_composite_twin_runs_without_opbridge_operators():
-    from opbridge import bench_models
+    from opbridge.bench import models as bench_models
 
     (case,) = bench_models.build_cases(["llama_decode"], quick=True)
     twin = bench_models.composite_twin(case.model)
@@ -238,7 +238,7 @@ def test_contrib_rewrite_names_the_fused_operators():
         case = bench.OpCase(name)
         args = case.inputs([4, 64], torch.float32)
         model = bench.export_onnx(case.module(args), bench.tensors_of(args), route="contrib")
-        found[name] = bench.bench_models.contrib_ops(onnx.load_from_string(model))
+        found[name] = bench.models.contrib_ops(onnx.load_from_string(model))
     assert found == {"bias_gelu": ["BiasGelu"], "rms_norm": []}
 
 
@@ -341,7 +341,7 @@ def test_ops_run_alone_unless_models_are_asked_for(tmp_path):
     cli, args = _bench_args("--ops", "scaled_clamp", "--models", "vision")
     assert cli.end_to_end_models(args) == ["vision"] and not cli.runs_demo_model(args)
     cli, args = _bench_args()
-    assert cli.end_to_end_models(args) == list(bench.bench_models.MODEL_NAMES)
+    assert cli.end_to_end_models(args) == list(bench.models.MODEL_NAMES)
     assert cli.runs_demo_model(args)
     out = tmp_path / "ops.json"
     argv = ["bench", "--quick", "--ops", "scaled_clamp", "--sizes", "small", "--threads", "1"]

@@ -23,7 +23,7 @@ EXPECTED_CUSTOM = {
 @pytest.mark.parametrize("exporter", ["dynamo", "legacy"])
 def test_demo_model_exports_and_matches(name, route, exporter):
     model, args = DEMO_MODELS[name](seed=0)
-    proto = opbridge.onnx.export(
+    proto = opbridge.export.export(
         model,
         args,
         route=route,
@@ -60,7 +60,7 @@ def test_demo_models_train_one_step():
 def test_llama_block_with_dynamic_batch_and_sequence(route):
     model, (x,) = DEMO_MODELS["llama_block"](seed=0)
     dims = {0: torch.export.Dim("batch", min=1, max=64), 1: torch.export.Dim("seq", min=2, max=256)}
-    proto = opbridge.onnx.export(model, (x,), route=route, dynamic_shapes=(dims,))
+    proto = opbridge.export.export(model, (x,), route=route, dynamic_shapes=(dims,))
     for batch, seq in ((1, 5), (3, 77)):
         xb = torch.randn(batch, seq, x.shape[-1])
         with torch.no_grad():

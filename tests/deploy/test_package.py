@@ -37,7 +37,7 @@ def test_triton_repository_matches_the_model(tmp_path, build, dtype):
 
     model, args = build()
     path = tmp_path / "m.onnx"
-    proto = opbridge.onnx.export(
+    proto = opbridge.export.export(
         model, args, path, route="custom", dynamic_batch=True, verbose=False
     )
     status = main(
@@ -62,7 +62,9 @@ def test_triton_repository_matches_the_model(tmp_path, build, dtype):
     (library,) = re.findall(r'op_library_filename: "([^"]+)"', text)
     assert library == "/models/net/1/libopbridge_ort.so"
     assert filecmp.cmp(
-        folder / "1" / "libopbridge_ort.so", opbridge.ort.get_library_path(), shallow=False
+        folder / "1" / "libopbridge_ort.so",
+        opbridge.runtimes.onnxruntime.get_library_path(),
+        shallow=False,
     )
     assert filecmp.cmp(folder / "1" / "model.onnx", path, shallow=False)
     assert 'key: "intra_op_thread_count"' in text and 'string_value: "2"' in text
@@ -87,7 +89,7 @@ def test_triton_repository_matches_the_model(tmp_path, build, dtype):
 def test_standard_route_model_needs_no_library_and_static_batch_is_not_batched(tmp_path):
     model, args = build_llama_block()
     path = tmp_path / "m.onnx"
-    opbridge.onnx.export(model, args, path, route="standard", verbose=False)
+    opbridge.export.export(model, args, path, route="standard", verbose=False)
     from opbridge.deploy.triton import triton_repository
 
     folder = triton_repository(path, tmp_path / "repo")
@@ -115,9 +117,9 @@ def test_triton_repository_carries_the_shared_libraries_the_op_library_needs(tmp
 
     model, x = opbridge.nn.RMSNorm(8).eval(), torch.randn(2, 8)
     path = tmp_path / "m.onnx"
-    opbridge.onnx.export(model, (x,), path, route="custom", dynamo=False, verbose=False)
+    opbridge.export.export(model, (x,), path, route="custom", dynamo=False, verbose=False)
     folder = triton_repository(path, tmp_path / "repo") / "1"
-    source = opbridge.ort.get_library_path()
+    source = opbridge.runtimes.onnxruntime.get_library_path()
     needed = {
         name: target
         for name, target in _ldd(source).items()

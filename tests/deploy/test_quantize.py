@@ -1,4 +1,4 @@
-"""opbridge.quantize: ONNX Runtime's int8 quantizer on models with opbridge
+"""opbridge.deploy.quantize: ONNX Runtime's int8 quantizer on models with opbridge
 nodes, and the data-set accuracy report."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from opbridge.deploy.quantize import dataset_report, load_samples, quantize
 
 def _export(build, route, path):
     model, args = build()
-    proto = opbridge.onnx.export(model, args, route=route, dynamic_batch=True, verbose=False)
+    proto = opbridge.export.export(model, args, route=route, dynamic_batch=True, verbose=False)
     onnx.save(proto, path)
     return model, args, proto.graph.input[0].name
 
@@ -33,7 +33,7 @@ def _draws(args, count, seed):
 
 
 def test_onnx_runtimes_own_calibrator_fails_on_a_custom_route_model(tmp_path):
-    """Why opbridge.quantize exists: ONNX Runtime's calibrator opens a bare session."""
+    """Why opbridge.deploy.quantize exists: ONNX Runtime's calibrator opens a bare session."""
     from onnxruntime.quantization import CalibrationDataReader, quantize_static
 
     _, args, name = _export(build_llama_block, "custom", tmp_path / "m.onnx")
@@ -147,7 +147,7 @@ def test_quantize_command_with_a_data_set_report(tmp_path, capsys):
 def _vision_batch_of_four(tmp_path):
     """The vision model exported with a fixed input of [4, 32, 32, 3]."""
     model, args = build_vision(batch=4, size=32)
-    proto = opbridge.onnx.export(model, args, route="custom", dynamic_batch=False, verbose=False)
+    proto = opbridge.export.export(model, args, route="custom", dynamic_batch=False, verbose=False)
     onnx.save(proto, tmp_path / "m.onnx")
     value = proto.graph.input[0]
     assert [d.dim_value for d in value.type.tensor_type.shape.dim] == [4, 32, 32, 3]
@@ -186,7 +186,7 @@ def test_images_stacked_along_the_batch_axis_are_cut_into_batches(tmp_path, caps
     )
     error = capsys.readouterr().err
     assert status == 2
-    assert f"--dataset: opbridge.quantize: {tmp_path / 'ten.npz'}: array {name!r}" in error
+    assert f"--dataset: opbridge.deploy.quantize: {tmp_path / 'ten.npz'}: array {name!r}" in error
     assert "its 10 rows along axis 0 are not a multiple of the batch size 4" in error
 
 
@@ -202,7 +202,7 @@ def test_npz_arrays_of_another_shape_are_refused_with_the_shapes_expected(tmp_pa
     with pytest.raises(ValueError) as info:
         quantize(tmp_path / "m.onnx", tmp_path / "q.onnx", path)
     assert str(info.value) == (
-        f"opbridge.quantize: {path}: array {name!r} has shape [16, 32, 32]; {model_input}: "
+        f"opbridge.deploy.quantize: {path}: array {name!r} has shape [16, 32, 32]; {model_input}: "
         f"{expected}"
     )
     path = tmp_path / "ten.npz"
@@ -210,7 +210,8 @@ def test_npz_arrays_of_another_shape_are_refused_with_the_shapes_expected(tmp_pa
     with pytest.raises(ValueError) as info:
         quantize(tmp_path / "m.onnx", tmp_path / "q.onnx", path)
     assert str(info.value) == (
-        f"opbridge.quantize: {path}: array {name!r} has shape [10, 32, 32, 3]; {model_input}: "
+        f"opbridge.deploy.quantize: {path}: array {name!r} has shape [10, 32, 32, 3]; "
+        f"{model_input}: "
         f"its 10 rows along axis 0 are not a multiple of the batch size 4; {expected}"
     )
     path = tmp_path / "channels.npz"
@@ -233,7 +234,8 @@ def test_npz_samples_by_the_models_input_shapes(tmp_path):
     with pytest.raises(ValueError) as info:
         load_samples(tmp_path / "rows.npz", ["x"], {"x": ["batch", 3]})
     assert str(info.value) == (
-        f"opbridge.quantize: {tmp_path / 'rows.npz'}: array 'x' has shape [5, 2]; the model's "
+        f"opbridge.deploy.quantize: {tmp_path / 'rows.npz'}: array 'x' has shape [5, 2]; the "
+        "model's "
         "input 'x' is [batch, 3]: expected [N, batch, 3] (samples stacked on a new first axis) "
         "or [M, 3] (batches of 1 row each along axis 0)"
     )

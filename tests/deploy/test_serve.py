@@ -1,4 +1,4 @@
-"""opbridge.serve on a local Ray cluster (loopback only): two replicas,
+"""opbridge.deploy.serve on a local Ray cluster (loopback only): two replicas,
 concurrent requests, answers equal to PyTorch."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ def test_two_replicas_answer_concurrent_requests_like_pytorch(ray_cluster, tmp_p
 
     model, args = build_llama_block()
     path = tmp_path / "llama.onnx"
-    opbridge.onnx.export(model, args, path, route="custom", dynamic_batch=True, verbose=False)
+    opbridge.export.export(model, args, path, route="custom", dynamic_batch=True, verbose=False)
     start = time.monotonic()
     handle = serve.run(deployment(path, num_replicas=2, cpus_per_replica=1), name="opbridge_test")
     generator = torch.Generator().manual_seed(0)
@@ -82,7 +82,7 @@ def test_bad_requests_and_arguments(ray_cluster, tmp_path):
     with pytest.raises(ValueError, match="must be >= 1"):
         deployment(tmp_path / "missing.onnx", cpus_per_replica=0)
     model, args = build_llama_block()
-    proto = opbridge.onnx.export(model, args, route="custom", verbose=False)
+    proto = opbridge.export.export(model, args, route="custom", verbose=False)
     replica = OpbridgeModel(proto.SerializeToString(), threads=1)
     with pytest.raises(ValueError, match=r"request lacks inputs \['x'\]"):
         replica({"y": args[0].numpy()})

@@ -351,7 +351,7 @@ def hf_llama_fsdp2():
     model in one process."""
     from torch.distributed.fsdp import fully_shard
 
-    from opbridge import hf
+    from opbridge.integrations import hf
 
     unpatched = hf.random_model("llama", hidden=32, layers=2, heads=4).train()
     patched = copy.deepcopy(unpatched)

@@ -40,10 +40,10 @@ def test_avoid_takes_the_other_form_and_computes_the_same(route, opset, fused):
     sample = typical()
     proto, module, inputs = export_sample(ROTARY, sample, route=route, opset=opset)
     assert fused in op_types(proto)
-    avoided = opbridge.onnx.export(module, inputs, route=route, opset=opset, avoid={fused})
+    avoided = opbridge.export.export(module, inputs, route=route, opset=opset, avoid={fused})
     assert fused not in op_types(avoided)
     feeds = {i.name: t.numpy() for i, t in zip(avoided.graph.input, inputs, strict=True)}
-    (got,) = opbridge.ort.InferenceSession(avoided).run(None, feeds)
+    (got,) = opbridge.runtimes.onnxruntime.InferenceSession(avoided).run(None, feeds)
     np.testing.assert_allclose(got, module(*inputs).numpy(), rtol=1e-5, atol=1e-5)
 
 
@@ -88,5 +88,5 @@ def test_auto_for_a_runtime_measures_and_exports_without_its_wrong_forms(picky_r
     _, module, inputs = export_sample(ROTARY, sample, route="custom")
     choice = choose(module, inputs, runtime="picky", requires_library=False)
     assert choice.avoid == picky_runtime.avoid()
-    proto = opbridge.onnx.export(module, inputs, route=choice)
+    proto = opbridge.export.export(module, inputs, route=choice)
     assert not op_types(proto) & picky_runtime.avoid()

@@ -22,7 +22,7 @@ from opbridge.export import routes
 from opbridge.ops import card, cards
 from opbridge.sdk.testing import export_sample
 
-LEVELS = opbridge.ort.available_levels()
+LEVELS = opbridge.runtimes.onnxruntime.available_levels()
 STOCK_LEVELS = {
     "disable_all": onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL,
     "enable_all": onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL,
@@ -78,7 +78,7 @@ def test_every_op_runs_its_body_stock_and_its_kernel_with_the_library(name, dyna
     for level in STOCK_LEVELS:
         assert_close(stock(proto, level).run(None, feeds), want, f"{name} stock {level}")
     for level in LEVELS:
-        session = opbridge.ort.InferenceSession(proto, optimization_level=level)
+        session = opbridge.runtimes.onnxruntime.InferenceSession(proto, optimization_level=level)
         assert_close(session.run(None, feeds), want, f"{name} library {level}")
 
 
@@ -123,7 +123,7 @@ def test_the_library_runs_its_kernel_not_the_body():
     feeds, want = feeds_of(proto, inputs), outputs_of(module, inputs)
     assert_close(stock(proto).run(None, feeds), [inputs[0].numpy()], "the body")
     for level in LEVELS:
-        session = opbridge.ort.InferenceSession(proto, optimization_level=level)
+        session = opbridge.runtimes.onnxruntime.InferenceSession(proto, optimization_level=level)
         assert_close(session.run(None, feeds), want, f"kernel at {level}")
 
 
@@ -144,7 +144,7 @@ class TwoNorms(torch.nn.Module):
 
 def test_nodes_that_need_other_bodies_get_overloads():
     model, x = TwoNorms().eval(), torch.randn(2, 5, 16)
-    proto = opbridge.onnx.export(model, (x,), route="function")
+    proto = opbridge.export.export(model, (x,), route="function")
     nodes = [n for n in proto.graph.node if n.op_type == "RmsNorm"]
     assert len(nodes) == 3 and len(proto.functions) == 2
     # a and c share a body; b (other eps, a bias) has its own.
@@ -154,12 +154,14 @@ def test_nodes_that_need_other_bodies_get_overloads():
     want = outputs_of(model, (x,))
     feeds = feeds_of(proto, (x,))
     assert_close(stock(proto).run(None, feeds), want, "stock")
-    assert_close(opbridge.ort.InferenceSession(proto).run(None, feeds), want, "library")
+    assert_close(
+        opbridge.runtimes.onnxruntime.InferenceSession(proto).run(None, feeds), want, "library"
+    )
 
 
 def test_a_per_op_plan_gives_bodies_to_the_ops_it_routes_by_function():
     model, args = build_llama_block()
-    proto = opbridge.onnx.export(model, args, route={"rms_norm": "function"})
+    proto = opbridge.export.export(model, args, route={"rms_norm": "function"})
     assert {f.name for f in proto.functions} == {"RmsNorm"}
     props = {p.key: p.value for p in proto.metadata_props}
     assert props["opbridge.route.opbridge::rms_norm"] == "function"
@@ -179,7 +181,7 @@ def test_verify_runs_the_bodies_with_dynamic_batch_and_sequence():
 
 def test_verify_catches_a_body_that_drifts_from_the_kernel():
     model, args = build_llama_block()
-    proto = opbridge.onnx.export(model, args, route="function", dynamic_batch=True)
+    proto = opbridge.export.export(model, args, route="function", dynamic_batch=True)
     drifted = copy.deepcopy(proto)
     function = next(f for f in drifted.functions if f.name == "RmsNorm")
     # The body's epsilon constant, 100 times larger: a second implementation
@@ -197,7 +199,7 @@ def test_verify_catches_a_body_that_drifts_from_the_kernel():
 
 def test_verify_fails_a_function_route_model_without_bodies():
     model, args = build_llama_block()
-    proto = opbridge.onnx.export(model, args, route="function")
+    proto = opbridge.export.export(model, args, route="function")
     del proto.functions[:]
     report = opbridge.verify(model, args, onnx_model=proto, layers=False)
     checks = {c.name: c for c in report.structure}

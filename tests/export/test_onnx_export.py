@@ -151,7 +151,7 @@ def _export(model, x, route, exporter, opset, dynamic=False):
     kwargs = {}
     if dynamic:
         kwargs["dynamic_shapes"] = ({0: torch.export.Dim("batch", min=1, max=64)},)
-    return opbridge.onnx.export(
+    return opbridge.export.export(
         model, (x,), route=route, opset=opset, dynamo=exporter == "dynamo", **kwargs
     )
 
@@ -233,7 +233,10 @@ def test_translation_table_with_plain_torch_onnx_export():
     model = BothOpsModel().eval()
     x = torch.randn(2, 16)
     program = torch.onnx.export(
-        model, (x,), dynamo=True, custom_translation_table=opbridge.onnx.translation_table("custom")
+        model,
+        (x,),
+        dynamo=True,
+        custom_translation_table=opbridge.export.translation_table("custom"),
     )
     types = [
         (n.domain, n.op_type) for n in program.model_proto.graph.node if n.domain == "opbridge"
@@ -246,7 +249,7 @@ def test_translation_table_with_plain_torch_onnx_export():
 def test_legacy_symbolics_with_plain_torch_onnx_export():
     model = BothOpsModel().eval()
     x = torch.randn(2, 16)
-    opbridge.onnx.register_legacy_symbolics("standard", opset=17)
+    opbridge.export.register_legacy_symbolics("standard", opset=17)
     buffer = io.BytesIO()
     torch.onnx.export(model, (x,), buffer, dynamo=False, opset_version=17)
     proto = onnx.load_from_string(buffer.getvalue())
@@ -258,16 +261,16 @@ def test_legacy_symbolics_with_plain_torch_onnx_export():
 def test_export_writes_file_and_rejects_unknown_route(tmp_path):
     model = ScaledClampModel().eval()
     path = tmp_path / "m.onnx"
-    opbridge.onnx.export(model, (torch.randn(2, 3),), path, route="standard")
+    opbridge.export.export(model, (torch.randn(2, 3),), path, route="standard")
     assert onnx.load(path).metadata_props
     with pytest.raises(ValueError, match="route must be one of"):
-        opbridge.onnx.export(model, (torch.randn(2, 3),), route="fastest")
+        opbridge.export.export(model, (torch.randn(2, 3),), route="fastest")
 
 
 def test_custom_route_float64_runs():
     model = RmsNormModel(bias=True).double().eval()
     x = torch.randn(4, 16, dtype=torch.float64)
-    proto = opbridge.onnx.export(model, (x,), route="custom")
+    proto = opbridge.export.export(model, (x,), route="custom")
     (got,) = run(proto, [x.numpy()])
     ref = OPS["rms_norm"].reference(x, model.norm.weight, model.norm.bias, 1e-5).detach().numpy()
     np.testing.assert_allclose(got, ref, rtol=1e-7, atol=1e-7)
@@ -301,7 +304,7 @@ class TwoOutputs(torch.nn.Module):
 def test_add_rms_norm_two_graph_outputs(route, exporter):
     model = TwoOutputs().eval()
     x, residual = torch.randn(3, 5, 16), torch.randn(3, 5, 16)
-    proto = opbridge.onnx.export(
+    proto = opbridge.export.export(
         model, (x, residual), route=route, opset=18, dynamo=exporter == "dynamo"
     )
     onnx.checker.check_model(proto, full_check=True)
@@ -337,7 +340,7 @@ def test_normalize_image_uint8_export(channels_last_in, route, exporter, opset):
     model = Uint8ImageModel(channels_last_in).eval()
     shape = (2, 8, 6, 3) if channels_last_in else (2, 3, 8, 6)
     image = torch.randint(0, 256, shape, dtype=torch.uint8)
-    proto = opbridge.onnx.export(
+    proto = opbridge.export.export(
         model,
         (image,),
         route=route,
@@ -394,7 +397,7 @@ def test_every_card_exports_by_both_routes(name, exporter, opset, route):
     assert typical
     for sample in typical[:1] if exporter == "dynamo" else typical:
         tensors = tuple(a for a in sample.args if isinstance(a, torch.Tensor))
-        proto = opbridge.onnx.export(
+        proto = opbridge.export.export(
             _CardCall(case.call, sample).eval(),
             tensors,
             route=route,
@@ -415,14 +418,14 @@ def test_every_card_exports_by_both_routes(name, exporter, opset, route):
 @pytest.mark.parametrize("dynamo", [True, False])
 def test_dynamic_batch_makes_dimension_zero_symbolic(dynamo):
     model = opbridge.nn.RMSNorm(8).eval()
-    proto = opbridge.onnx.export(
+    proto = opbridge.export.export(
         model, (torch.randn(2, 3, 8),), route="custom", dynamic_batch=True, dynamo=dynamo
     )
     dims = proto.graph.input[0].type.tensor_type.shape.dim
     assert dims[0].dim_param and not dims[0].HasField("dim_value")
     assert [d.dim_value for d in dims[1:]] == [3, 8]
     with pytest.raises(TypeError, match="not both"):
-        opbridge.onnx.export(
+        opbridge.export.export(
             model,
             (torch.randn(2, 3, 8),),
             route="custom",
@@ -433,7 +436,7 @@ def test_dynamic_batch_makes_dimension_zero_symbolic(dynamo):
 
 def test_route_is_a_required_keyword():
     with pytest.raises(TypeError, match="route"):
-        opbridge.onnx.export(opbridge.nn.RMSNorm(8), (torch.randn(2, 8),))
+        opbridge.export.export(opbridge.nn.RMSNorm(8), (torch.randn(2, 8),))
 
 
 @pytest.mark.parametrize("route", ["custom", "standard"])
@@ -441,7 +444,7 @@ def test_legacy_export_has_no_unused_custom_opset_warning(capfd, route):
     # torch's C++ exporter writes the warning to stderr for a custom opset the
     # graph does not use: a model without opbridge nodes, or any standard-route one.
     capfd.readouterr()
-    proto = opbridge.onnx.export(
+    proto = opbridge.export.export(
         torch.nn.Linear(4, 4), (torch.randn(2, 4),), route=route, dynamo=False, verbose=False
     )
     assert "Custom opset domain" not in capfd.readouterr().err
@@ -460,7 +463,7 @@ def test_legacy_export_imports_a_library_domain_at_the_library_version(monkeypat
         "library_for_domain",
         lambda domain: bumped if domain == "opbridge" else None,
     )
-    proto = opbridge.onnx.export(
+    proto = opbridge.export.export(
         RmsNormModel(bias=False),
         (torch.randn(2, 16),),
         route="custom",

@@ -1,4 +1,4 @@
-"""Every opset opbridge.onnx.export accepts gives a model that imports that
+"""Every opset opbridge.export.export accepts gives a model that imports that
 opset, passes onnx.checker and loads and computes in ONNX Runtime; any other
 opset, or a conversion that fails, is an error at export."""
 
@@ -49,7 +49,9 @@ def _opsets(exporter):
 def test_every_accepted_opset_loads_and_computes(exporter, opset, route):
     model = AllOps().eval()
     x = torch.randn(2, 3, 2, 8)
-    proto = opbridge.onnx.export(model, (x,), route=route, opset=opset, dynamo=exporter == "dynamo")
+    proto = opbridge.export.export(
+        model, (x,), route=route, opset=opset, dynamo=exporter == "dynamo"
+    )
     imports = {imp.domain: imp.version for imp in proto.opset_import}
     assert imports.get("", imports.get("ai.onnx")) == opset
     onnx.checker.check_model(proto, full_check=True)
@@ -67,7 +69,7 @@ def test_every_accepted_opset_loads_and_computes(exporter, opset, route):
 def test_opset_outside_the_range_is_refused_naming_it(opset, dynamo):
     low, high = OPSET_RANGES["dynamo" if dynamo else "legacy"]
     with pytest.raises(ValueError, match=rf"opset {opset} is not supported .* {low} to {high}"):
-        opbridge.onnx.export(
+        opbridge.export.export(
             AllOps().eval(), (torch.randn(1, 3, 2, 8),), route="custom", opset=opset, dynamo=dynamo
         )
 
@@ -83,27 +85,27 @@ def test_a_failed_conversion_is_an_error_naming_the_opset_and_why():
     with pytest.raises(
         ExportError, match=r"asked for opset 17, .* imports ai.onnx opset 18"
     ) as info:
-        opbridge.onnx.export(Mean(), (torch.randn(2, 4),), route="standard", opset=17)
+        opbridge.export.export(Mean(), (torch.randn(2, 4),), route="standard", opset=17)
     assert "axes" in str(info.value)  # the converter's reason
     # At the build opset it exports.
-    proto = opbridge.onnx.export(Mean(), (torch.randn(2, 4),), route="standard", opset=18)
+    proto = opbridge.export.export(Mean(), (torch.randn(2, 4),), route="standard", opset=18)
     assert {i.domain: i.version for i in proto.opset_import}[""] == 18
 
 
 def test_opset_version_is_accepted_as_torchs_name():
     model = AllOps().eval()
     x = torch.randn(1, 3, 2, 8)
-    proto = opbridge.onnx.export(model, (x,), route="standard", opset_version=20)
+    proto = opbridge.export.export(model, (x,), route="standard", opset_version=20)
     assert {i.domain: i.version for i in proto.opset_import}[""] == 20
     assert "Gelu" in {n.op_type for n in proto.graph.node}
-    proto = opbridge.onnx.export(model, (x,), route="custom", opset=19, opset_version=19)
+    proto = opbridge.export.export(model, (x,), route="custom", opset=19, opset_version=19)
     assert {i.domain: i.version for i in proto.opset_import}[""] == 19
     with pytest.raises(TypeError, match=r"opset=19 and opset_version=20; pass one"):
-        opbridge.onnx.export(model, (x,), route="custom", opset=19, opset_version=20)
+        opbridge.export.export(model, (x,), route="custom", opset=19, opset_version=20)
 
 
 def test_translation_table_refuses_an_opset_export_does_not_reach():
     with pytest.raises(ValueError, match="opset 13 is not supported with the dynamo exporter"):
-        opbridge.onnx.translation_table("standard", opset=13)
+        opbridge.export.translation_table("standard", opset=13)
     with pytest.raises(ValueError, match="opset 22 is not supported with the legacy exporter"):
-        opbridge.onnx.register_legacy_symbolics("standard", opset=22)
+        opbridge.export.register_legacy_symbolics("standard", opset=22)

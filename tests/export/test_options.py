@@ -21,16 +21,16 @@ def _opset(proto) -> int:
 def test_export_options_and_keywords():
     model, args = _model_and_inputs()
     options = ExportOptions(opset=20, dynamo=False)
-    assert _opset(opbridge.onnx.export(model, args, route="standard", options=options)) == 20
+    assert _opset(opbridge.export.export(model, args, route="standard", options=options)) == 20
     # A keyword wins over the options object; opset_version is torch's name for opset.
-    proto = opbridge.onnx.export(model, args, route="standard", options=options, opset=17)
+    proto = opbridge.export.export(model, args, route="standard", options=options, opset=17)
     assert _opset(proto) == 17
-    proto = opbridge.onnx.export(model, args, route="standard", opset_version=19, dynamo=False)
+    proto = opbridge.export.export(model, args, route="standard", opset_version=19, dynamo=False)
     assert _opset(proto) == 19
     with pytest.raises(TypeError, match="got opset=17 and opset_version=19"):
-        opbridge.onnx.export(model, args, route="standard", opset=17, opset_version=19)
+        opbridge.export.export(model, args, route="standard", opset=17, opset_version=19)
     # The default is in one place.
-    assert ExportOptions().opset == opbridge.onnx.DEFAULT_OPSET == 18
+    assert ExportOptions().opset == opbridge.export.DEFAULT_OPSET == 18
 
 
 def test_verify_options_and_keywords_give_the_same_run():
@@ -63,7 +63,7 @@ def test_auto_is_resolved_by_the_registered_resolver(monkeypatch):
 
     monkeypatch.setitem(export_module._RESOLVERS, "auto", resolver)
     model, args = _model_and_inputs()
-    proto = opbridge.onnx.export(model, args, route="auto", opset=20, requires_library=False)
+    proto = opbridge.export.export(model, args, route="auto", opset=20, requires_library=False)
     assert seen["options"] == ExportOptions(opset=20, requires_library=False)
     assert {n.domain for n in proto.graph.node} <= {"", "ai.onnx"}
     metadata = {p.key: p.value for p in proto.metadata_props}

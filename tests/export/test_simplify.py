@@ -55,11 +55,11 @@ def block():
 
 def _export(model, args, route, **options):
     with contextlib.redirect_stdout(io.StringIO()), torch.no_grad():
-        return opbridge.onnx.export(model, args, route=route, **options)
+        return opbridge.export.export(model, args, route=route, **options)
 
 
 def _run(proto, args):
-    session = opbridge.ort.InferenceSession(proto.SerializeToString())
+    session = opbridge.runtimes.onnxruntime.InferenceSession(proto.SerializeToString())
     names = [i.name for i in session.get_inputs()]
     return session.run(None, {n: a.numpy() for n, a in zip(names, args, strict=True)})[0]
 

@@ -29,7 +29,7 @@ def rms_norm_form():
     qualified = "opbridge::rms_norm"
 
     def register(form):
-        opbridge.onnx.register_decomposition(qualified, form)
+        opbridge.export.register_decomposition(qualified, form)
 
     yield register
     opbridge.export._DECOMPOSITIONS.pop(qualified, None)
@@ -52,7 +52,7 @@ def right_axis(b, x, weight, bias=None, *, eps):
 
 
 def _export(x, dynamo, route="standard", **kwargs):
-    return opbridge.onnx.export(
+    return opbridge.export.export(
         Norm(), (x, torch.ones(x.shape[-1])), route=route, dynamo=dynamo, **kwargs
     )
 
@@ -187,10 +187,10 @@ def lenient_fake_kernel():
 def test_an_attribute_value_the_spec_refuses_is_refused(lenient_fake_kernel, route):
     image = torch.randint(0, 255, (1, 4, 5, 3), dtype=torch.uint8)
     with pytest.raises(ExportError) as refused:
-        opbridge.onnx.export(Normalize().eval(), (image,), route=route)
+        opbridge.export.export(Normalize().eval(), (image,), route=route)
     message = str(refused.value)
     assert message.startswith(
-        "opbridge.onnx.export: opbridge::normalize_image: attribute 'std' = [0.0, 0.3"
+        "opbridge.export.export: opbridge::normalize_image: attribute 'std' = [0.0, 0.3"
     )
     assert "is a value its spec refuses" in message
     assert "argument 'std' must be finite and non-zero for every channel, got 0 for channel 0" in (

@@ -11,7 +11,7 @@ from transformers.models.gemma import modeling_gemma
 from transformers.models.llama import modeling_llama
 
 import opbridge
-from opbridge import hf
+from opbridge.integrations import hf
 
 NORM = "RMSNorm-like"
 DECODER = "residual add + RMSNorm (decoder layer)"

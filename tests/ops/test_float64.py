@@ -53,7 +53,7 @@ def _outputs_at_every_level(proto, x):
 def test_standard_route_rms_norms_are_exact_in_float64(exporter, opset, eps):
     model = Norms(eps).eval()
     x = torch.randn(5, 16, dtype=torch.float64) * 2
-    proto = opbridge.onnx.export(
+    proto = opbridge.export.export(
         model, (x,), route="standard", opset=opset, dynamo=exporter == "dynamo"
     )
     with torch.no_grad():
@@ -77,7 +77,7 @@ class BiasGelu(torch.nn.Module):
 def test_standard_route_bias_gelu_tanh_is_exact_in_float64(exporter, opset):
     model = BiasGelu("tanh").eval()
     x = torch.randn(5, 16, dtype=torch.float64) * 3
-    proto = opbridge.onnx.export(
+    proto = opbridge.export.export(
         model, (x,), route="standard", opset=opset, dynamo=exporter == "dynamo"
     )
     with torch.no_grad():
@@ -90,7 +90,7 @@ def test_standard_route_bias_gelu_tanh_is_exact_in_float64(exporter, opset):
 def test_standard_route_refuses_float64_erf_gelu_naming_the_alternative(exporter, opset):
     x = torch.randn(5, 16, dtype=torch.float64)
     with pytest.raises(ExportError) as info:
-        opbridge.onnx.export(
+        opbridge.export.export(
             BiasGelu("none").eval(),
             (x,),
             route="standard",
@@ -102,7 +102,7 @@ def test_standard_route_refuses_float64_erf_gelu_naming_the_alternative(exporter
         assert part in message, message
     assert "route='custom'" in message
     # The custom route runs it.
-    proto = opbridge.onnx.export(BiasGelu("none").eval(), (x,), route="custom", opset=opset)
+    proto = opbridge.export.export(BiasGelu("none").eval(), (x,), route="custom", opset=opset)
     (got,) = run(proto, [x.numpy()])
     with torch.no_grad():
         np.testing.assert_allclose(got, BiasGelu("none")(x).numpy(), rtol=EXACT, atol=EXACT)
@@ -112,11 +112,13 @@ def test_float32_keeps_the_fused_forms():
     model = Norms(1e-5).float().eval()
     x = torch.randn(5, 16)
     ops = {
-        n.op_type for n in opbridge.onnx.export(model, (x,), route="standard", opset=23).graph.node
+        n.op_type
+        for n in opbridge.export.export(model, (x,), route="standard", opset=23).graph.node
     }
     assert "RMSNormalization" in ops
     ops = {
-        n.op_type for n in opbridge.onnx.export(model, (x,), route="standard", opset=18).graph.node
+        n.op_type
+        for n in opbridge.export.export(model, (x,), route="standard", opset=18).graph.node
     }
     assert "Pow" in ops  # the chain ONNX Runtime fuses into SimplifiedLayerNormalization
 
@@ -170,7 +172,7 @@ def test_custom_route_float_attributes_are_float32_in_onnx_runtime():
             return opbridge.scaled_clamp(x, 1.0, 0.1, 0.7)
 
     x = torch.tensor([0.0, 0.5, 1.0], dtype=torch.float64)
-    (custom,) = run(opbridge.onnx.export(Clamp(), (x,), route="custom"), [x.numpy()])
+    (custom,) = run(opbridge.export.export(Clamp(), (x,), route="custom"), [x.numpy()])
     assert custom[0] == float(np.float32(0.1)) != 0.1
-    (standard,) = run(opbridge.onnx.export(Clamp(), (x,), route="standard"), [x.numpy()])
+    (standard,) = run(opbridge.export.export(Clamp(), (x,), route="standard"), [x.numpy()])
     np.testing.assert_array_equal(standard, OPS["scaled_clamp"].reference(x, 1.0, 0.1, 0.7))

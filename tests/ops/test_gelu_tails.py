@@ -109,7 +109,7 @@ def test_tails_in_onnx_runtime(approximate):
         [("x", TensorProto.FLOAT, list(x.shape)), ("bias", TensorProto.FLOAT, [x.shape[1]])],
         {"approximate": approximate},
     )
-    session = opbridge.ort.InferenceSession(model)
+    session = opbridge.runtimes.onnxruntime.InferenceSession(model)
     (got,) = session.run(None, {"x": x.numpy(), "bias": bias.numpy()})
     _check(
         torch.from_numpy(np.asarray(got)).flatten(),

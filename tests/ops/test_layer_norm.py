@@ -172,7 +172,7 @@ def _ort_eps(eps: float) -> float:
 
 
 def _run_bound(model, inputs, outputs):
-    session = opbridge.ort.InferenceSession(model)
+    session = opbridge.runtimes.onnxruntime.InferenceSession(model)
     binding = session.io_binding()
     for meta, t in zip(session.get_inputs(), inputs, strict=True):
         binding.bind_ortvalue_input(meta.name, _ort_value(t))
@@ -354,7 +354,7 @@ def test_bias_without_weight_exports(add, route, dynamo):
     x, r = torch.randn(3, 5, generator=g), torch.randn(3, 5, generator=g)
     bias = torch.randn(5, generator=g)
     model = _BiasOnly(add).eval()
-    proto = opbridge.onnx.export(model, (x, r, bias), route=route, dynamo=dynamo)
+    proto = opbridge.export.export(model, (x, r, bias), route=route, dynamo=dynamo)
     nodes = {(n.domain, n.op_type) for n in proto.graph.node}
     if route == "custom":
         assert ("opbridge", "AddLayerNorm" if add else "LayerNorm") in nodes
@@ -363,7 +363,7 @@ def test_bias_without_weight_exports(add, route, dynamo):
     else:
         assert ("", "LayerNormalization") in nodes
     if route == "custom":
-        session = opbridge.ort.InferenceSession(proto)
+        session = opbridge.runtimes.onnxruntime.InferenceSession(proto)
     else:
         session = ort.InferenceSession(
             proto.SerializeToString(), providers=["CPUExecutionProvider"]
@@ -380,7 +380,7 @@ def test_bias_without_weight_is_refused_by_the_legacy_custom_export():
     # input: the export says so instead of shifting bias into weight's place.
     x = torch.randn(3, 5)
     with pytest.raises(NotImplementedError, match="cannot leave out a non-trailing optional input"):
-        opbridge.onnx.export(
+        opbridge.export.export(
             _BiasOnly(False).eval(), (x, x, torch.randn(5)), route="custom", dynamo=False
         )
 
@@ -421,7 +421,7 @@ def test_float64_is_exact_on_the_standard_and_ort_routes(exporter, opset, route,
     g = torch.Generator().manual_seed(11)
     x = torch.randn(5, 24, generator=g, dtype=torch.float64)
     r = torch.randn(5, 24, generator=g, dtype=torch.float64)
-    proto = opbridge.onnx.export(
+    proto = opbridge.export.export(
         model, (x, r), route=route, opset=opset, dynamo=exporter == "dynamo"
     )
     types = {n.op_type for n in proto.graph.node}

@@ -26,7 +26,7 @@ def test_newer_ir_version_says_what_to_set():
     model = _scaled_clamp()
     model.ir_version = 14  # what onnx.helper.make_model writes with onnx 1.23
     with pytest.raises(RuntimeError) as info:
-        opbridge.ort.InferenceSession(model)
+        opbridge.runtimes.onnxruntime.InferenceSession(model)
     message = str(info.value)
     assert "has ONNX IR version 14" in message
     assert f"onnxruntime {onnxruntime.__version__} reads up to IR version" in message
@@ -34,7 +34,7 @@ def test_newer_ir_version_says_what_to_set():
     # The value it names loads.
     supported = int(message.split("reads up to IR version ")[1].split(".")[0])
     model.ir_version = supported
-    sess = opbridge.ort.InferenceSession(model)
+    sess = opbridge.runtimes.onnxruntime.InferenceSession(model)
     assert sess.run(None, {"x": np.ones(3, np.float32)})[0].tolist() == [2, 2, 2]
 
 
@@ -43,13 +43,13 @@ def test_truncated_file_names_the_path(tmp_path):
     data = _scaled_clamp().SerializeToString()
     path.write_bytes(data[: len(data) // 2])
     with pytest.raises(ValueError, match="is not a readable ONNX model") as info:
-        opbridge.ort.InferenceSession(path)
+        opbridge.runtimes.onnxruntime.InferenceSession(path)
     assert str(path) in str(info.value) and f"({len(data) // 2} bytes)" in str(info.value)
     with pytest.raises(ValueError, match="is not a readable ONNX model") as info:
         opbridge.verify(torch.nn.Identity(), (torch.ones(3),), onnx_model=path)
     assert str(path) in str(info.value)
     with pytest.raises(ValueError, match="bytes given are not a readable ONNX model"):
-        opbridge.ort.InferenceSession(data[: len(data) // 2])
+        opbridge.runtimes.onnxruntime.InferenceSession(data[: len(data) // 2])
 
 
 def test_opbridge_domain_version_zero_is_named():
@@ -57,7 +57,7 @@ def test_opbridge_domain_version_zero_is_named():
     with pytest.raises(
         RuntimeError, match=r"imports ONNX domain 'opbridge' version 0, .* start at 1"
     ):
-        opbridge.ort.InferenceSession(model)
+        opbridge.runtimes.onnxruntime.InferenceSession(model)
 
 
 def _rms_norm(op_type="RmsNorm", domain="opbridge"):
@@ -71,7 +71,7 @@ def _rms_norm(op_type="RmsNorm", domain="opbridge"):
 
 def _refusal(model) -> str:
     with pytest.raises(RuntimeError) as info:
-        opbridge.ort.InferenceSession(model)
+        opbridge.runtimes.onnxruntime.InferenceSession(model)
     return str(info.value)
 
 
@@ -184,7 +184,9 @@ def test_op_types_are_checked_in_subgraphs_and_calls_of_local_functions_pass():
         [helper.make_tensor_value_info("y", F, [3])],
     )
     model = helper.make_model(graph, opset_imports=opsets, functions=[twice], ir_version=10)
-    (got,) = opbridge.ort.InferenceSession(model).run(None, {"x": np.ones(3, np.float32)})
+    (got,) = opbridge.runtimes.onnxruntime.InferenceSession(model).run(
+        None, {"x": np.ones(3, np.float32)}
+    )
     assert got.tolist() == [2, 2, 2]
 
 

@@ -125,7 +125,7 @@ def test_onnx_runtime(dtype, channels_last, shape):
         {"mean": mean, "std": std, "channels_last_in": int(channels_last)},
         output_type=ONNX_TYPES[out_dtype],
     )
-    (got,) = opbridge.ort.InferenceSession(model).run(None, {"image": x.numpy()})
+    (got,) = opbridge.runtimes.onnxruntime.InferenceSession(model).run(None, {"image": x.numpy()})
     as_stored = [float(np.float32(v)) for v in mean], [float(np.float32(v)) for v in std]
     check(torch.from_numpy(got), x, *as_stored, channels_last, dtype, "in ONNX Runtime")
     # The same image in PyTorch with the attributes the node holds: the same

@@ -99,23 +99,23 @@ def test_newer_domain_version_names_both_versions():
     with pytest.raises(
         RuntimeError, match=r"needs ONNX domain 'opbridge' version 2, .* supports version 1"
     ):
-        opbridge.ort.InferenceSession(model)
+        opbridge.runtimes.onnxruntime.InferenceSession(model)
     # Plain ONNX Runtime never checks a custom domain's version: it resolves
     # every custom op from version 1 and runs the node. Only opbridge's own
     # entry points can refuse it (documented for C++ hosts).
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
-    options.register_custom_ops_library(opbridge.ort.get_library_path())
+    options.register_custom_ops_library(opbridge.runtimes.onnxruntime.get_library_path())
     onnxruntime.InferenceSession(model.SerializeToString(), options)
 
 
 def test_library_that_cannot_load_names_path_and_reason(tmp_path, monkeypatch):
     bogus = tmp_path / "libopbridge_ort.so"
     bogus.write_text("not a shared object")
-    monkeypatch.setattr(opbridge.ort, "get_library_path", lambda: str(bogus))
+    monkeypatch.setattr(opbridge.runtimes.onnxruntime, "get_library_path", lambda: str(bogus))
     with pytest.raises(RuntimeError, match=r"could not load .*libopbridge_ort\.so") as info:
-        opbridge.ort.InferenceSession(
+        opbridge.runtimes.onnxruntime.InferenceSession(
             single_node_model("ScaledClamp", [("x", 1, [1])], {"scale": 1.0})
         )
     assert str(bogus) in str(info.value)
@@ -130,8 +130,8 @@ def test_one_session_from_eight_threads_matches_serial(name):
     from opbridge.demo.models import DEMO_MODELS
 
     model, (x,) = build_demo(batch=2, seq=16) if name == "demo" else DEMO_MODELS[name](0)
-    proto = opbridge.onnx.export(model, (x,), route="custom")
-    sess = opbridge.ort.InferenceSession(proto)
+    proto = opbridge.export.export(model, (x,), route="custom")
+    sess = opbridge.runtimes.onnxruntime.InferenceSession(proto)
     input_name = sess.get_inputs()[0].name
     rng = np.random.default_rng(0)
     if x.dtype == torch.uint8:
@@ -349,7 +349,7 @@ def test_library_stays_loaded_when_its_last_session_closes():
         " if 'libopbridge_ort.so' in l})\n"
         "seen = []\n"
         "for _ in range(3):\n"
-        "    s = opbridge.ort.InferenceSession(m)\n"
+        "    s = opbridge.runtimes.onnxruntime.InferenceSession(m)\n"
         "    assert s.run(None, {'x': np.ones(3, np.float32)})[0].tolist() == [2, 2, 2]\n"
         "    del s\n"
         "    gc.collect()\n"

@@ -127,7 +127,7 @@ def test_per_batch_tables_export(interleaved, route, exporter, opset):
     x = torch.randn(2, 5, 3, 8)
     cos, sin = card_module.left_padded_tables((0, 2), 5, half)
     batch, seq = torch.export.Dim("batch", min=1, max=64), torch.export.Dim("seq", min=2, max=64)
-    proto = opbridge.onnx.export(
+    proto = opbridge.export.export(
         _Rope(interleaved).eval(),
         (x, cos, sin),
         route=route,
@@ -153,7 +153,7 @@ def test_batch_of_one_tables_export(route, exporter):
     """A [1, seq, half] table broadcasts over x's batch on both routes."""
     x = torch.randn(3, 5, 2, 8)
     cos, sin = card_module.left_padded_tables((1,), 5, 4)
-    proto = opbridge.onnx.export(
+    proto = opbridge.export.export(
         _Rope(False).eval(), (x, cos, sin), route=route, opset=18, dynamo=exporter == "dynamo"
     )
     (got,) = run(proto, [x.numpy(), cos.numpy(), sin.numpy()])

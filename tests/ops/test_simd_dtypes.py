@@ -138,7 +138,7 @@ def ort_value(t: torch.Tensor):
 
 
 def run_ort(model, inputs: list[torch.Tensor], out_shape, dtype) -> torch.Tensor:
-    session = opbridge.ort.InferenceSession(model)
+    session = opbridge.runtimes.onnxruntime.InferenceSession(model)
     out = torch.empty(out_shape, dtype=dtype)
     binding = session.io_binding()
     for meta, t in zip(session.get_inputs(), inputs, strict=True):

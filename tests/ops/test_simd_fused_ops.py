@@ -246,7 +246,7 @@ def ort_value(t: torch.Tensor):
 
 
 def run_ort(model, inputs: list[torch.Tensor], outputs: list[tuple[str, torch.Tensor]]):
-    session = opbridge.ort.InferenceSession(model)
+    session = opbridge.runtimes.onnxruntime.InferenceSession(model)
     binding = session.io_binding()
     for meta, t in zip(session.get_inputs(), inputs, strict=True):
         binding.bind_ortvalue_input(meta.name, ort_value(t))

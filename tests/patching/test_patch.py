@@ -159,7 +159,7 @@ def test_patched_model_exports_by_both_routes():
     with torch.no_grad():
         expected = model(x).numpy()
     for route in ("custom", "standard"):
-        proto = opbridge.onnx.export(model, (x,), route=route)
+        proto = opbridge.export.export(model, (x,), route=route)
         types = {n.op_type for n in proto.graph.node if n.domain == "opbridge"}
         assert types == ({"RmsNorm", "BiasGelu"} if route == "custom" else set())
         (got,) = run(proto, [x.numpy()])

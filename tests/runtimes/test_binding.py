@@ -1,4 +1,5 @@
-"""opbridge.ort.bind: inputs and preallocated outputs bound once, run repeatedly."""
+"""opbridge.runtimes.onnxruntime.bind: inputs and preallocated outputs bound
+once, run repeatedly."""
 
 from __future__ import annotations
 
@@ -14,8 +15,13 @@ from opbridge.runtimes.onnxruntime import bind
 @pytest.fixture(scope="module")
 def session_and_model():
     model, args = build_llama_block()
-    proto = opbridge.onnx.export(model, args, route="custom", dynamic_batch=True, verbose=False)
-    return opbridge.ort.InferenceSession(proto), model, args, proto.graph.input[0].name
+    proto = opbridge.export.export(model, args, route="custom", dynamic_batch=True, verbose=False)
+    return (
+        opbridge.runtimes.onnxruntime.InferenceSession(proto),
+        model,
+        args,
+        proto.graph.input[0].name,
+    )
 
 
 @pytest.mark.parametrize("kind", ["numpy", "torch"])

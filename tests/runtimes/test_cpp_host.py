@@ -56,7 +56,7 @@ def demo(tmp_path_factory):
     folder = tmp_path_factory.mktemp("cpp-host-model")
     model, (x,) = build_demo(batch=2, seq=8)
     path = folder / "demo.onnx"
-    opbridge.onnx.export(model, (x,), path, route="custom")
+    opbridge.export.export(model, (x,), path, route="custom")
     x.numpy().astype(np.float32).tofile(folder / "in.bin")
     with torch.no_grad():
         expected = model(x).numpy()
@@ -68,7 +68,7 @@ def _run_model(host: Path, model: Path, shape, check: bool = True):
     result = _run(
         host,
         model,
-        opbridge.ort.get_library_path(),
+        opbridge.runtimes.onnxruntime.get_library_path(),
         model.parent / "in.bin",
         out,
         *shape,
@@ -112,7 +112,7 @@ def test_host_refuses_a_model_of_a_newer_domain_version(host, demo, where):
     assert result.returncode == 1, result.stdout + result.stderr
     assert (
         f"needs ONNX domain '{opbridge.ONNX_DOMAIN}' version {newer}, but "
-        f"{opbridge.ort.get_library_path()} implements versions 1 to "
+        f"{opbridge.runtimes.onnxruntime.get_library_path()} implements versions 1 to "
         f"{opbridge.ONNX_DOMAIN_VERSION}"
     ) in result.stderr
     assert not out.exists()
@@ -128,7 +128,7 @@ def test_host_refuses_a_truncated_model(host, demo):
 
 
 def test_library_info_names_the_library_its_domain_and_operators(host):
-    info = opbridge.ort.library_info()
+    info = opbridge.runtimes.onnxruntime.library_info()
     assert info["name"] == "opbridge" and info["version"] == opbridge.VERSION
     assert info["domains"] == [
         {"domain": opbridge.ONNX_DOMAIN, "version": opbridge.ONNX_DOMAIN_VERSION}
@@ -140,5 +140,5 @@ def test_library_info_names_the_library_its_domain_and_operators(host):
         assert op["domain"] == opbridge.ONNX_DOMAIN
         assert "CPUExecutionProvider" in op["execution_providers"]
     # What a C++ host reads is the same text.
-    printed = _run(host, "--info", opbridge.ort.get_library_path()).stdout
+    printed = _run(host, "--info", opbridge.runtimes.onnxruntime.get_library_path()).stdout
     assert json.loads(printed) == info

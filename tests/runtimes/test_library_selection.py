@@ -7,7 +7,7 @@ whose ShortGradient copies x: y = x).
 
 Each model's function body computes -x, so the output says which one ran;
 for a function-route export of the op, the runtimes' own profiling says it
-too. And opbridge.ort.InferenceSession takes onnxruntime.InferenceSession's
+too. And opbridge.runtimes.onnxruntime.InferenceSession takes onnxruntime.InferenceSession's
 arguments in its order."""
 
 from __future__ import annotations
@@ -75,11 +75,11 @@ import opbridge
 results = {{}}
 for name in sys.argv[2].split(","):
     model = MODELS[name]
-    libraries = [lib.name for lib in opbridge.ort.libraries_for(model)]
+    libraries = [lib.name for lib in opbridge.runtimes.onnxruntime.libraries_for(model)]
     if sys.argv[1] == "ort":
-        (y,) = opbridge.ort.InferenceSession(model).run(None, {{"x": x}})
+        (y,) = opbridge.runtimes.onnxruntime.InferenceSession(model).run(None, {{"x": x}})
     else:
-        y = opbridge.openvino.compile_model(model)({{"x": x}})[0]
+        y = opbridge.runtimes.openvino.compile_model(model)({{"x": x}})[0]
     ran = "kernel" if np.array_equal(y, x) else "body" if np.array_equal(y, -x) else "other"
     results[name] = [libraries, ran]
 print(json.dumps(results))
@@ -127,7 +127,7 @@ import opbridge
 
 opbridge.load_library(sys.argv[1])
 # The body of the function route: -x, where the kernel copies x.
-opbridge.onnx.register_decomposition("faulty_ops::short_gradient", lambda b, x: b.op("Neg", x))
+opbridge.export.register_decomposition("faulty_ops::short_gradient", lambda b, x: b.op("Neg", x))
 
 
 class Model(torch.nn.Module):
@@ -136,7 +136,7 @@ class Model(torch.nn.Module):
 
 
 x = torch.randn(4, 8)
-proto = opbridge.onnx.export(Model(), (x,), route="function", dynamo=True, verbose=False)
+proto = opbridge.export.export(Model(), (x,), route="function", dynamo=True, verbose=False)
 onnx.save(proto, sys.argv[2])
 [node] = [n for n in proto.graph.node if n.domain == "com.example.faulty"]
 feeds = {"x": x.numpy()}
@@ -150,7 +150,7 @@ def ran(y):
 options = onnxruntime.SessionOptions()
 options.enable_profiling = True
 options.profile_file_prefix = sys.argv[3]
-session = opbridge.ort.InferenceSession(proto, options)
+session = opbridge.runtimes.onnxruntime.InferenceSession(proto, options)
 (y,) = session.run(None, feeds)
 with open(session.end_profiling()) as file:
     ops = {e["name"]: e["args"].get("op_name") for e in json.load(file) if e.get("cat") == "Node"}
@@ -158,11 +158,11 @@ stock = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUE
 print(json.dumps({
     "node": node.name,
     "functions": [[f.domain, f.name] for f in proto.functions],
-    "libraries": [lib.name for lib in opbridge.ort.libraries_for(proto)],
+    "libraries": [lib.name for lib in opbridge.runtimes.onnxruntime.libraries_for(proto)],
     "ort": ran(y),
     "stock": ran(stock.run(None, feeds)[0]),
     "profiled": ops.get(node.name + "_kernel_time"),
-    "library_kernels": sorted(opbridge.ort.library_kernels(proto, feeds)),
+    "library_kernels": sorted(opbridge.runtimes.onnxruntime.library_kernels(proto, feeds)),
 }))
 """
 
@@ -173,7 +173,7 @@ import opbridge
 
 opbridge.load_library(sys.argv[1])
 x = np.linspace(-2.0, 2.0, 32, dtype=np.float32).reshape(4, 8)
-compiled = opbridge.openvino.compile_model(sys.argv[2])
+compiled = opbridge.runtimes.openvino.compile_model(sys.argv[2])
 y = compiled({"x": x})[0]
 ran = "kernel" if np.allclose(y, 2 * x) else "body" if np.allclose(y, -2 * x) else "other"
 kernels = opbridge.runtimes.get("openvino").library_kernels(onnx.load(sys.argv[2]), {"x": x})
@@ -230,7 +230,9 @@ def test_inference_session_takes_onnxruntimes_arguments_in_its_order(tmp_path):
         torch.nn.Sequential(opbridge.nn.RMSNorm(8)).eval(), (x,), str(path), route="custom"
     )
     options = onnxruntime.SessionOptions()
-    session = opbridge.ort.InferenceSession(path, options, ["CPUExecutionProvider"])
+    session = opbridge.runtimes.onnxruntime.InferenceSession(
+        path, options, ["CPUExecutionProvider"]
+    )
     (y,) = session.run(None, {session.get_inputs()[0].name: x.numpy()})
     torch.testing.assert_close(torch.from_numpy(y), opbridge.rms_norm(x, torch.ones(8)))
     assert session.get_providers() == ["CPUExecutionProvider"]

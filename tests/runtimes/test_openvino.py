@@ -18,7 +18,7 @@ from opbridge.sdk.testing import _typical_sample, export_sample
 from ort_helpers import single_node_model
 
 ov = pytest.importorskip("openvino")
-openvino_runtime = pytest.importorskip("opbridge.openvino")
+openvino_runtime = pytest.importorskip("opbridge.runtimes.openvino")
 if not opbridge.libraries()[0].openvino_library_path.is_file():
     pytest.skip("libopbridge_openvino.so was not built", allow_module_level=True)
 
@@ -91,7 +91,7 @@ def test_library_free_routes_run_in_a_stock_openvino(op, route, opset):
     module = OpCall(found.call, args, sample.kwargs)
     inputs = tuple(args[p] for p in module.positions)
     avoid = runtimes.get("openvino").avoid()
-    proto = opbridge.onnx.export(module, inputs, route=route, opset=opset, avoid=avoid)
+    proto = opbridge.export.export(module, inputs, route=route, opset=opset, avoid=avoid)
     assert not any(n.domain == "opbridge" for n in proto.graph.node)
     assert worst(run_compiled(stock_compile(proto), inputs), outputs_of(module, inputs)) <= 1e-5
 
@@ -188,17 +188,19 @@ def test_an_ir_saved_with_save_model_reads_back_with_the_extension(tmp_path):
 
 def test_compile_model_computes_in_f32_unless_asked_otherwise():
     proto, _, _ = export_sample(card("rms_norm"), route="custom")
-    compiled = opbridge.openvino.compile_model(proto)
+    compiled = opbridge.runtimes.openvino.compile_model(proto)
     assert compiled.get_property("INFERENCE_PRECISION_HINT") == ov.Type.f32
     if ov.Core().get_property("CPU", "INFERENCE_PRECISION_HINT") == ov.Type.bf16:
-        asked = opbridge.openvino.compile_model(proto, config={"INFERENCE_PRECISION_HINT": "bf16"})
+        asked = opbridge.runtimes.openvino.compile_model(
+            proto, config={"INFERENCE_PRECISION_HINT": "bf16"}
+        )
         assert asked.get_property("INFERENCE_PRECISION_HINT") == ov.Type.bf16
 
 
 def test_the_runtime_is_registered():
     runtime = runtimes.get("openvino")
     assert runtimes.get("ov") is runtime and runtime.short == "ov"
-    assert opbridge.openvino.compile_model is openvino_runtime.compile_model
+    assert opbridge.runtimes.openvino.compile_model is openvino_runtime.compile_model
     assert runtime.library_path(opbridge.libraries()[0]).endswith("libopbridge_openvino.so")
     assert runtime.levels() == [runtime.base_level] == [runtime.default_level]
     checks = {check.name: check for check in runtime.checks()}
@@ -222,7 +224,7 @@ def test_a_patched_hugging_face_llama_verifies_in_openvino(route):
     against the unpatched model, with a dynamic batch and sequence."""
     import copy
 
-    from opbridge import hf
+    from opbridge.integrations import hf
 
     model = hf.random_model("llama")
     output = hf.FAMILIES["llama"][1]
@@ -248,7 +250,7 @@ def test_float16_runs_with_the_extension():
     x = torch.randn(4, 32).to(torch.float16)
     weight = (1 + 0.1 * torch.randn(32)).to(torch.float16)
     module = OpCall(opbridge.rms_norm, (x, weight), {})
-    proto = opbridge.onnx.export(module, (x, weight), route="custom", verbose=False)
+    proto = opbridge.export.export(module, (x, weight), route="custom", verbose=False)
     compiled = openvino_runtime.compile_model(proto)
     feeds = {p.get_any_name(): t.numpy() for p, t in zip(compiled.inputs, (x, weight), strict=True)}
     got = compiled(feeds)[compiled.outputs[0]]
@@ -269,7 +271,7 @@ def test_bfloat16_runs_with_the_extension():
     x = torch.randn(4, 32).to(torch.bfloat16)
     weight = (1 + 0.1 * torch.randn(32)).to(torch.bfloat16)
     module = OpCall(opbridge.rms_norm, (x, weight), {})
-    proto = opbridge.onnx.export(module, (x, weight), route="custom", verbose=False)
+    proto = opbridge.export.export(module, (x, weight), route="custom", verbose=False)
     compiled = openvino_runtime.compile_model(proto)
     assert [p.get_element_type() for p in compiled.outputs] == [ov.Type.bf16]
     request = compiled.create_infer_request()
@@ -305,7 +307,7 @@ def test_auto_for_openvino_chooses_per_op_among_what_verifies_there():
     choice = choose(model, args, runtime="openvino")
     assert set(choice.plan.values()) <= {"custom", "standard", "ort"}
     assert choice.avoid == runtimes.get("openvino").avoid()
-    proto = opbridge.onnx.export(model, args, route=choice, dynamic_batch=True, verbose=False)
+    proto = opbridge.export.export(model, args, route=choice, dynamic_batch=True, verbose=False)
     # The plan may pick any route per op (it is measured); whichever it picks,
     # no form OpenVINO computes wrong is emitted. The custom route's own node
     # (opbridge::RotaryEmbedding) is not one of them.
@@ -328,7 +330,7 @@ def test_a_plan_for_openvino_emits_no_wrong_form_whatever_rotary_takes(rotary_ro
     model, args = models.build_llama_block()
     avoid = runtimes.get("openvino").avoid()
     choice = RouteChoice(plan={"rotary_embedding": rotary_route}, avoid=avoid)
-    proto = opbridge.onnx.export(model, args, route=choice, verbose=False)
+    proto = opbridge.export.export(model, args, route=choice, verbose=False)
     emitted = {f"{n.domain}::{n.op_type}" if n.domain else n.op_type for n in proto.graph.node}
     assert not emitted & avoid, sorted(emitted)
     rotary = {name for name in emitted if name.endswith("RotaryEmbedding")}

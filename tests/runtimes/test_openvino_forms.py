@@ -118,7 +118,7 @@ def attention_block():
     from onnx.utils import Extractor
 
     case = build_cases(["llama_decode"], quick=True)[0]
-    proto = opbridge.onnx.export(case.model, case.inputs, route="standard", opset=23)
+    proto = opbridge.export.export(case.model, case.inputs, route="standard", opset=23)
     transposes = [n for n in proto.graph.node if n.op_type == "Transpose"]
     last = transposes[3].output[0]  # the attention output, back to [batch, seq, heads, head]
     block = Extractor(proto).extract_model([proto.graph.input[0].name], [last])
@@ -144,7 +144,7 @@ def test_openvinos_runtime_avoids_both_forms():
 def test_an_export_for_openvino_computes_right_there(route):
     case = build_cases(["llama_decode"], quick=True)[0]
     runtime = runtimes.get("openvino")
-    proto = opbridge.onnx.export(
+    proto = opbridge.export.export(
         case.model, case.inputs, route=route, opset=23, avoid=runtime.avoid()
     )
     feeds = {proto.graph.input[0].name: case.inputs[0].numpy()}

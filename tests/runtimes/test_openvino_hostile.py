@@ -21,7 +21,7 @@ import opbridge
 from ort_helpers import single_node_model
 
 ov = pytest.importorskip("openvino")
-openvino_runtime = pytest.importorskip("opbridge.openvino")
+openvino_runtime = pytest.importorskip("opbridge.runtimes.openvino")
 if not opbridge.libraries()[0].openvino_library_path.is_file():
     pytest.skip("libopbridge_openvino.so was not built", allow_module_level=True)
 
@@ -84,7 +84,7 @@ def test_a_node_built_in_python_without_a_required_attribute_is_refused():
 # the node's run-time shape check raises in evaluate().
 _LOST_ERROR = """
 import sys, numpy as np
-import opbridge, opbridge.openvino as ovr
+import opbridge, opbridge.runtimes.openvino as ovr
 from onnx import TensorProto, helper
 threads = int(sys.argv[1])
 dom = opbridge.libraries()[0].onnx_domain
@@ -151,7 +151,7 @@ def test_openvinos_own_infer_at_one_thread_still_loses_the_error():
 def float64_rms_norm():
     module = opbridge.nn.RMSNorm(8).double().eval()
     x = torch.randn(2, 8, dtype=torch.float64)
-    return module, x, opbridge.onnx.export(module, (x,), route="custom", verbose=False)
+    return module, x, opbridge.export.export(module, (x,), route="custom", verbose=False)
 
 
 def test_float64_is_warned_of_naming_the_inputs_and_what_openvino_does():
@@ -175,7 +175,7 @@ def test_float64_is_warned_of_naming_the_inputs_and_what_openvino_does():
 
 def export_float32():
     module = opbridge.nn.RMSNorm(8).eval()
-    return opbridge.onnx.export(module, (torch.randn(2, 8),), route="custom", verbose=False)
+    return opbridge.export.export(module, (torch.randn(2, 8),), route="custom", verbose=False)
 
 
 def test_verify_in_openvino_reports_float64_and_does_not_warn():
@@ -230,9 +230,9 @@ def test_the_wrapper_names_the_openvino_library():
 
 def test_opbridge_check_names_the_models_dtype_of_an_input_openvino_converts():
     code = (
-        "import numpy as np, torch, opbridge, opbridge.openvino as ovr\n"
+        "import numpy as np, torch, opbridge, opbridge.runtimes.openvino as ovr\n"
         "m = opbridge.nn.RMSNorm(8).half().eval(); x = torch.randn(2, 8, dtype=torch.float16)\n"
-        "p = opbridge.onnx.export(m, (x,), route='custom', verbose=False)\n"
+        "p = opbridge.export.export(m, (x,), route='custom', verbose=False)\n"
         "xx = x.numpy().copy(); xx[0, 0] = np.nan\n"
         "try:\n    ovr.compile_model(p)({0: xx}); print('no error')\n"
         "except RuntimeError as e:\n"
@@ -284,7 +284,8 @@ def test_a_cyclic_graph_is_refused_naming_the_cycle():
     with pytest.raises(RuntimeError) as caught:
         openvino_runtime.read_model(cyclic_model())
     assert str(caught.value) == (
-        "opbridge.openvino.read_model: the graph of the model has a cycle, which ONNX does "
+        "opbridge.runtimes.openvino.read_model: the graph of the model has a cycle, which ONNX "
+        "does "
         "not allow: node 'add' (Add) needs 'b', an output of node 'back' (Relu), which needs "
         "'c', an output of node 'add' (Add) (OpenVINO's ONNX reader would allocate memory "
         "until it fails)"

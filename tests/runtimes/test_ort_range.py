@@ -11,8 +11,8 @@ import re
 import onnxruntime
 import pytest
 
-from opbridge import doctor
 from opbridge._library import _C
+from opbridge.cli import doctor
 
 from paths import ROOT
 

@@ -1,4 +1,4 @@
-"""opbridge.ort.InferenceSession: the optimization level by name and the
+"""opbridge.runtimes.onnxruntime.InferenceSession: the optimization level by name and the
 thread count, on their own or on top of the caller's session options."""
 
 from __future__ import annotations
@@ -20,14 +20,14 @@ def _model():
 
 @pytest.mark.parametrize("level", available_levels())
 def test_level_by_name_is_applied(level):
-    session = opbridge.ort.InferenceSession(_model(), optimization_level=level)
+    session = opbridge.runtimes.onnxruntime.InferenceSession(_model(), optimization_level=level)
     applied = session.get_session_options().graph_optimization_level
     assert applied == getattr(onnxruntime.GraphOptimizationLevel, OPTIMIZATION_LEVELS[level])
     assert session.run(None, {"x": np.ones(3, np.float32)})[0].tolist() == [2, 2, 2]
 
 
 def test_threads_set_intra_op_threads_and_sequential_execution():
-    session = opbridge.ort.InferenceSession(_model(), threads=3)
+    session = opbridge.runtimes.onnxruntime.InferenceSession(_model(), threads=3)
     options = session.get_session_options()
     assert (options.intra_op_num_threads, options.inter_op_num_threads) == (3, 1)
     assert options.execution_mode == onnxruntime.ExecutionMode.ORT_SEQUENTIAL
@@ -38,7 +38,7 @@ def test_level_and_threads_go_on_top_of_the_callers_options():
     options.log_severity_level = 3
     options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.intra_op_num_threads = 5
-    session = opbridge.ort.InferenceSession(
+    session = opbridge.runtimes.onnxruntime.InferenceSession(
         _model(), sess_options=options, optimization_level="disable_all"
     )
     applied = session.get_session_options()
@@ -52,8 +52,8 @@ def test_unknown_level_and_bad_threads_are_named():
     with pytest.raises(
         ValueError, match=r"unknown optimization level 'max'; expected one of"
     ) as info:
-        opbridge.ort.InferenceSession(_model(), optimization_level="max")
+        opbridge.runtimes.onnxruntime.InferenceSession(_model(), optimization_level="max")
     assert str(available_levels()) in str(info.value)
     for threads in (0, 1.5, True):
         with pytest.raises(ValueError, match=rf"threads must be an int >= 1 .*got {threads!r}"):
-            opbridge.ort.InferenceSession(_model(), threads=threads)
+            opbridge.runtimes.onnxruntime.InferenceSession(_model(), threads=threads)

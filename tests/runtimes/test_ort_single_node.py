@@ -221,7 +221,7 @@ def test_library_path_is_absolute_and_exports_only_its_c_api():
     import os
     import subprocess
 
-    path = opbridge.ort.get_library_path()
+    path = opbridge.runtimes.onnxruntime.get_library_path()
     assert os.path.isabs(path) and os.path.isfile(path)
     symbols = subprocess.run(
         ["nm", "-D", "--defined-only", path], capture_output=True, text=True, check=True

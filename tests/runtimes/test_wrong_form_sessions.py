@@ -315,21 +315,21 @@ def test_verify_reports_a_model_with_a_refused_form_without_refusing_or_warning(
 
 def test_the_ort_session_acts_on_its_runtimes_forms(monkeypatch):
     """ONNX Runtime lists none; a runtime module whose list has one makes
-    opbridge.ort.InferenceSession warn, and refuse a large one."""
+    opbridge.runtimes.onnxruntime.InferenceSession warn, and refuse a large one."""
     from opbridge.runtimes import onnxruntime as ort_runtime
 
     model = single_node_model("RmsNorm", [("x", FLOAT, [2, 8]), ("weight", FLOAT, [8])], {})
     model.graph.node[0].name = "norm"
     with warnings.catch_warnings():
         warnings.simplefilter("error", WrongFormWarning)
-        opbridge.ort.InferenceSession(model)
+        opbridge.runtimes.onnxruntime.InferenceSession(model)
 
     forms = {"opbridge::RmsNorm": WrongForm("wrong somewhere", max_abs_err=0.5)}
     monkeypatch.setattr(
         ort_runtime, "RUNTIME", dataclasses.replace(ort_runtime.RUNTIME, wrong_forms=forms)
     )
     with pytest.warns(WrongFormWarning, match=r"node 'norm' \(opbridge::RmsNorm, in the graph\)"):
-        opbridge.ort.InferenceSession(model)
+        opbridge.runtimes.onnxruntime.InferenceSession(model)
     forms["opbridge::RmsNorm"] = WrongForm("wrong everywhere", max_abs_err=2.0)
     monkeypatch.setattr(
         ort_runtime, "RUNTIME", dataclasses.replace(ort_runtime.RUNTIME, wrong_forms=forms)
@@ -338,6 +338,6 @@ def test_the_ort_session_acts_on_its_runtimes_forms(monkeypatch):
         ort_runtime._session(model)
     with warnings.catch_warnings():
         warnings.simplefilter("error", WrongFormWarning)
-        opbridge.ort.InferenceSession(model, allow_wrong_forms=True)
+        opbridge.runtimes.onnxruntime.InferenceSession(model, allow_wrong_forms=True)
         with runtimes.reporting_wrong_forms():
-            opbridge.ort.InferenceSession(model)
+            opbridge.runtimes.onnxruntime.InferenceSession(model)

@@ -27,7 +27,7 @@ sys.path.insert(0, sys.argv[1])
 from example import make
 import my_fused_ops
 model, (x,) = make()
-opbridge.onnx.export(model, (x,), sys.argv[2] + "/model.onnx", route="custom")
+opbridge.export.export(model, (x,), sys.argv[2] + "/model.onnx", route="custom")
 x.numpy().astype(np.float32).tofile(sys.argv[2] + "/in.bin")
 with torch.no_grad():
     model(x).numpy().astype(np.float32).tofile(sys.argv[2] + "/expected.bin")
@@ -63,7 +63,7 @@ def test_fast_kernels_guide_shows_the_real_kernels():
     rms_norm's or the toolkit test library's (tests/sdk/faulty_ops)."""
     import re
 
-    from opbridge import scaffold
+    from opbridge.sdk import scaffold
 
     kernels = [
         scaffold.files("soft_cap", "soft_cap_ops", "com.example.soft_cap_ops")[

@@ -1,5 +1,5 @@
 """A user's library that is wrong: shape rules that disagree with their
-kernels (output guards: OPBRIDGE_CHECK=1 and opbridge.testing), and a library
+kernels (output guards: OPBRIDGE_CHECK=1 and opbridge.sdk.testing), and a library
 whose torch namespace or operators are taken (refused before registering).
 
 Every case runs in a process of its own, so that a crash (heap corruption,
@@ -69,8 +69,8 @@ def test_a_shape_rule_smaller_than_the_kernel_writes_is_an_error(faulty):
             model = helper.make_model(graph, opset_imports=[
                 helper.make_opsetid("", 18), helper.make_opsetid("com.example.faulty", 1)])
             model.ir_version = 10
-            session = opbridge.ort.InferenceSession(model)
-            compiled = opbridge.openvino.compile_model(model)
+            session = opbridge.runtimes.onnxruntime.InferenceSession(model)
+            compiled = opbridge.runtimes.openvino.compile_model(model)
             from opbridge.deploy import executorch
 
             class Short(torch.nn.Module):
@@ -209,8 +209,8 @@ def test_a_toolkit_kernel_refuses_a_shape_rule_it_disagrees_with_in_every_host(f
                                            ("scalar_row_stat", "ScalarRowStat", ["y", "mean"])]:
                 op = getattr(torch.ops.faulty_ops, name)
                 model = model_of(op_type, outputs)
-                session = opbridge.ort.InferenceSession(model)
-                compiled = opbridge.openvino.compile_model(model)
+                session = opbridge.runtimes.onnxruntime.InferenceSession(model)
+                compiled = opbridge.runtimes.openvino.compile_model(model)
                 pte = executorch.to_pte(Call(op), (x,), {str(faulty.parent)!r} + f"/{{name}}.pte")
                 calls += [
                     (name + " eager", lambda op=op: op(x)),
@@ -269,7 +269,7 @@ def test_opbridge_testing_checks_catch_a_wrong_shape_rule_without_opbridge_check
     env = {k: v for k, v in os.environ.items() if k != "OPBRIDGE_CHECK"}
     code = f"""
         import torch, opbridge
-        import opbridge.testing as checks
+        import opbridge.sdk.testing as checks
         from opbridge.ops import Card, Sample
 
         library = opbridge.load_library({str(faulty)!r})

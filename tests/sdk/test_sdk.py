@@ -10,8 +10,8 @@ import pytest
 import torch
 
 import opbridge
-from opbridge import scaffold
 from opbridge.__main__ import main
+from opbridge.sdk import scaffold
 
 from user_project import installed, passes_its_tests_and_verifies, runs_on_both_torch_libraries
 
@@ -100,7 +100,7 @@ def test_jit_build_is_cached_by_content(tmp_path, monkeypatch):
         "adapters": ["torch", "ort", "openvino", "executorch"],
         "build_directory": cache,
     }
-    library = opbridge.build.load("jit_ops", files, **kwargs)
+    library = opbridge.sdk.build.load("jit_ops", files, **kwargs)
     assert library.onnx_domain == "com.example.jit" and library.ort_library_path.is_file()
     x = torch.randn(3, 5, dtype=torch.float64)
     torch.testing.assert_close(torch.ops.jit_ops.soft_cap(x, 2.0), 2.0 * torch.tanh(x / 2.0))
@@ -111,19 +111,19 @@ def test_jit_build_is_cached_by_content(tmp_path, monkeypatch):
             return opbridge.rms_norm(torch.ops.jit_ops.soft_cap(x, 2.0), torch.ones(5))
 
     x32 = torch.randn(3, 5)
-    proto = opbridge.onnx.export(Model(), (x32,), route="custom")
+    proto = opbridge.export.export(Model(), (x32,), route="custom")
     assert {(n.domain, n.op_type) for n in proto.graph.node} == {
         ("com.example.jit", "SoftCap"),
         ("opbridge", "RmsNorm"),
     }
     metadata = {p.key: p.value for p in proto.metadata_props}
     assert metadata["opbridge.domain_version.com.example.jit"] == "1"
-    session = opbridge.ort.InferenceSession(proto)
+    session = opbridge.runtimes.onnxruntime.InferenceSession(proto)
     (got,) = session.run(None, {session.get_inputs()[0].name: x32.numpy()})
     torch.testing.assert_close(torch.from_numpy(got), Model()(x32), atol=1e-5, rtol=1e-5)
     # The same build has the library's OpenVINO extension, with no code of its own.
     assert library.openvino_library_path.is_file()
-    compiled = opbridge.openvino.compile_model(proto)
+    compiled = opbridge.runtimes.openvino.compile_model(proto)
     got = compiled({compiled.inputs[0]: x32.numpy()})[compiled.outputs[0]]
     torch.testing.assert_close(torch.from_numpy(got), Model()(x32), atol=1e-5, rtol=1e-5)
     # And, named in its adapters, its ExecuTorch kernels: the op lowered to a
@@ -141,7 +141,7 @@ def test_jit_build_is_cached_by_content(tmp_path, monkeypatch):
         if imp.domain == "com.example.jit":
             imp.version = 2
     with pytest.raises(RuntimeError, match=r"needs ONNX domain 'com.example.jit' version 2"):
-        opbridge.ort.InferenceSession(newer)
+        opbridge.runtimes.onnxruntime.InferenceSession(newer)
     unknown = type(proto)()
     unknown.CopyFrom(proto)
     for node in unknown.graph.node:
@@ -149,17 +149,17 @@ def test_jit_build_is_cached_by_content(tmp_path, monkeypatch):
             node.domain = "com.example.missing"
     unknown.opset_import.add(domain="com.example.missing", version=1)
     with pytest.raises(RuntimeError, match=r"domain 'com.example.missing'.*load_library"):
-        opbridge.ort.InferenceSession(unknown)
+        opbridge.runtimes.onnxruntime.InferenceSession(unknown)
 
     def no_build(*_args, **_kwargs):
         raise AssertionError("the cached build was rebuilt")
 
-    monkeypatch.setattr(opbridge.build, "_run", no_build)
-    assert opbridge.build.load("jit_ops", files, **kwargs) is library
+    monkeypatch.setattr(opbridge.sdk.build, "_run", no_build)
+    assert opbridge.sdk.build.load("jit_ops", files, **kwargs) is library
     # A changed source is a new key, hence a new build.
     (sources / "soft_cap" / "kernel.cpp").write_text(files[1].read_text() + "\n// changed\n")
     with pytest.raises(AssertionError, match="rebuilt"):
-        opbridge.build.load("jit_ops", files, **kwargs)
+        opbridge.sdk.build.load("jit_ops", files, **kwargs)
 
 
 def test_jit_build_key_follows_the_installed_sdk(tmp_path, monkeypatch):

@@ -1,4 +1,4 @@
-"""opbridge.testing's checks (what a user's operator is tested with) hold for
+"""opbridge.sdk.testing's checks (what a user's operator is tested with) hold for
 the built-in operators, and fail where they should."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import dataclasses
 import pytest
 import torch
 
-import opbridge.testing as checks
+import opbridge.sdk.testing as checks
 from opbridge.ops import card, cards
 
 BUILTIN = [q for q in cards() if q.startswith("opbridge::")]

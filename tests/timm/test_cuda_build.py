@@ -17,8 +17,8 @@ import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 import opbridge
-from opbridge import testing
 from opbridge.ops import card
+from opbridge.sdk import testing
 
 OPS = sorted(opbridge.specs())
 

@@ -70,7 +70,7 @@ def demo():
 @pytest.fixture(scope="module")
 def custom_proto(demo):
     model, args = demo
-    return opbridge.onnx.export(model, args, route="custom", dynamic_batch=True, verbose=False)
+    return opbridge.export.export(model, args, route="custom", dynamic_batch=True, verbose=False)
 
 
 def _copy(proto: onnx.ModelProto) -> onnx.ModelProto:

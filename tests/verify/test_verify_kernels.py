@@ -76,7 +76,7 @@ def test_a_custom_route_model_has_no_body_to_check():
 
 def test_sessions_of_a_session_factory_are_not_claimed_either_way():
     def factory(model_bytes, level):
-        return opbridge.ort.InferenceSession(model_bytes, optimization_level=level)
+        return opbridge.runtimes.onnxruntime.InferenceSession(model_bytes, optimization_level=level)
 
     report = opbridge.verify(
         TwoNorms().eval(), ARGS, route="function", session_factory=factory, **ONE_LEVEL
@@ -94,7 +94,9 @@ from opbridge.runtimes import onnxruntime as ort_runtime
 
 opbridge.load_library(sys.argv[1])
 # The function route's body: the identity, as the kernel computes.
-opbridge.onnx.register_decomposition("faulty_ops::short_gradient", lambda b, x: b.op("Identity", x))
+opbridge.export.register_decomposition(
+    "faulty_ops::short_gradient", lambda b, x: b.op("Identity", x)
+)
 
 
 class Model(torch.nn.Module):

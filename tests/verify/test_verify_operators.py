@@ -61,7 +61,7 @@ def net():
 @pytest.fixture(scope="module")
 def custom_proto(net):
     model, args = net
-    return opbridge.onnx.export(model, args, route="custom", verbose=False)
+    return opbridge.export.export(model, args, route="custom", verbose=False)
 
 
 def _calls(report):

@@ -1,11 +1,11 @@
-"""The checks every opbridge operator gets (opbridge.testing), for fused_norm."""
+"""The checks every opbridge operator gets (opbridge.sdk.testing), for fused_norm."""
 
 import pytest
 import torch
 from my_fused_ops import CARD, FusedNorm
 
 import opbridge
-import opbridge.testing as checks
+import opbridge.sdk.testing as checks
 from opbridge.ops import check_card
 
 

@@ -1,4 +1,4 @@
-"""The checks every opbridge operator gets (opbridge.testing), for
+"""The checks every opbridge operator gets (opbridge.sdk.testing), for
 softmax_lse: two outputs, a backward through both, masked (-inf) logits."""
 
 import math
@@ -8,7 +8,7 @@ import torch
 from my_fused_ops import SOFTMAX_LSE_CARD as CARD
 from my_fused_ops import softmax_lse
 
-import opbridge.testing as checks
+import opbridge.sdk.testing as checks
 from opbridge.ops import check_card
 
 # Values of temperature the shape rule refuses (positive and finite only).

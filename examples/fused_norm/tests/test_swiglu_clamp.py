@@ -1,11 +1,11 @@
-"""The checks every opbridge operator gets (opbridge.testing), for swiglu_clamp."""
+"""The checks every opbridge operator gets (opbridge.sdk.testing), for swiglu_clamp."""
 
 import pytest
 import torch
 from my_fused_ops import SWIGLU_CLAMP_CARD as CARD
 from my_fused_ops import swiglu_clamp
 
-import opbridge.testing as checks
+import opbridge.sdk.testing as checks
 from opbridge.ops import check_card
 
 # Values of limit the kernel refuses (its CheckLimit: positive, not NaN).

@@ -60,7 +60,7 @@ once, outputs written once).
 
 from __future__ import annotations
 
-from opbridge.bench import models as bench_models
+from opbridge.bench import models
 from opbridge.bench.cases import (
     DTYPES,
     IMPLS,
@@ -107,7 +107,6 @@ __all__ = [
     "Settings",
     "StillCompilingError",
     "Timing",
-    "bench_models",
     "compilations",
     "export_onnx",
     "fused_ops",
@@ -115,6 +114,7 @@ __all__ = [
     "machine_description",
     "markdown_table",
     "measure_copy_gbps",
+    "models",
     "models_markdown",
     "op_sizes",
     "ort_impls",

@@ -5,14 +5,14 @@ a profile puts in opbridge's operators and in matrix products.
 
 Models (random weights from a fixed seed, nothing downloaded):
 
-- ``llama_prefill``: a stack of :class:`opbridge.models.LlamaStyleBlock`
+- ``llama_prefill``: a stack of :class:`opbridge.demo.models.LlamaStyleBlock`
   (hidden 1024, 16 heads, 4 layers, MLP 2816) and a final RMSNorm over
   hidden states ``[1, 512, 1024]`` (no embedding or output projection).
 - ``llama_decode``: the same stack on ``[8, 16, 1024]``. The block has no
   KV cache, so one decode step with a 512-token context cannot be expressed;
   a batch of 8 short sequences of 16 tokens stands in for a decode-sized
   step (few tokens per weight read).
-- ``vision``: :class:`opbridge.models.SmallVisionNet` on a uint8
+- ``vision``: :class:`opbridge.demo.models.SmallVisionNet` on a uint8
   ``[1, 224, 224, 3]`` image.
 
 ``quick=True`` builds the same models at toy sizes (the benchmark's

@@ -317,7 +317,7 @@ def export_models(
             failed.add(route)
             log(
                 f"  {case.name}: no ONNX export by the {route_label(route)}, so no ORT rows from "
-                f"it ({type(error).__name__}: {str(error).strip()[:120]}...); opbridge.onnx "
+                f"it ({type(error).__name__}: {str(error).strip()[:120]}...); opbridge.export "
                 f"exports opbridge's own operators, {case.name} needs an ONNX symbolic "
                 "registered for it"
             )

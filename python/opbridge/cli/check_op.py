@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-HELP = "run opbridge.testing's checks on every operator of an installed package"
+HELP = "run opbridge.sdk.testing's checks on every operator of an installed package"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -98,7 +98,7 @@ def run_demo(out_dir: Path, runs: int = 30, seed: int = 0) -> list[str]:
     ]:
         suffix = "" if exporter == "dynamo" else "_legacy"
         path = out_dir / f"demo_{route}{suffix}.onnx"
-        proto = opbridge.onnx.export(
+        proto = opbridge.export.export(
             model,
             args,
             path,
@@ -107,7 +107,7 @@ def run_demo(out_dir: Path, runs: int = 30, seed: int = 0) -> list[str]:
             dynamo=exporter == "dynamo",
             verbose=False,
         )
-        session = opbridge.ort.InferenceSession(str(path))
+        session = opbridge.runtimes.onnxruntime.InferenceSession(str(path))
         feed = {session.get_inputs()[0].name: args[0].numpy()}
         got = session.run(None, feed)[0]
         results.append(

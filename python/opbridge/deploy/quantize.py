@@ -4,7 +4,7 @@
 QDQ format, or ``quantize_dynamic``) on a model of any route. ONNX Runtime's
 calibrator builds its ONNX Runtime session bare (no custom-op library), so a
 custom-route model fails there; here the calibration session gets every
-library the model needs registered (:func:`opbridge.ort.session_options`),
+library the model needs registered (:func:`opbridge.runtimes.onnxruntime.session_options`),
 for the duration of the call only. The quantizer leaves operators it does not
 know in float: opbridge nodes keep float inputs and outputs, with
 QuantizeLinear/DequantizeLinear pairs only where a neighbour is quantized
@@ -96,13 +96,14 @@ def load_samples(
             values = sample if isinstance(sample, tuple | list) else (sample,)
             if len(values) != len(input_names):
                 raise ValueError(
-                    f"opbridge.quantize: sample {i} has {len(values)} tensors, the model takes "
+                    f"opbridge.deploy.quantize: sample {i} has {len(values)} tensors, the model "
+                    "takes "
                     f"{len(input_names)} ({input_names})"
                 )
             feeds = dict(zip(input_names, (_numpy(v) for v in values), strict=True))
         samples.append(feeds)
     if not samples:
-        raise ValueError("opbridge.quantize: the calibration data holds no samples")
+        raise ValueError("opbridge.deploy.quantize: the calibration data holds no samples")
     return samples
 
 
@@ -113,7 +114,7 @@ def _npz_samples(
         missing = [n for n in input_names if n not in data.files]
         if missing:
             raise ValueError(
-                f"opbridge.quantize: {path} lacks arrays for inputs {missing} "
+                f"opbridge.deploy.quantize: {path} lacks arrays for inputs {missing} "
                 f"(has {data.files}; one array per model input, samples along a new first "
                 "axis or batches along axis 0)"
             )
@@ -123,7 +124,7 @@ def _npz_samples(
     if len(set(counts.values())) != 1:
         shapes = {n: list(a.shape) for n, a in arrays.items()}
         raise ValueError(
-            f"opbridge.quantize: {path} holds different sample counts per input: {counts} "
+            f"opbridge.deploy.quantize: {path} holds different sample counts per input: {counts} "
             f"(array shapes {shapes})"
         )
     count = next(iter(counts.values()))
@@ -147,7 +148,8 @@ def _split(path: str, name: str, array: np.ndarray, shape: InputShape) -> list[n
     if shape is None:
         if array.ndim == 0:
             raise ValueError(
-                f"opbridge.quantize: {path}: array {name!r} is a scalar; samples go along axis 0"
+                f"opbridge.deploy.quantize: {path}: array {name!r} is a scalar; samples go along "
+                "axis 0"
             )
         return [np.ascontiguousarray(x) for x in array]
     shape = list(shape)
@@ -165,7 +167,8 @@ def _split(path: str, name: str, array: np.ndarray, shape: InputShape) -> list[n
         how = f"batches of {batch}" if batch else "batches of 1 row each"
         expected += f" or {_dims([rows, *shape[1:]])} ({how} along axis 0)"
     which = (
-        f"opbridge.quantize: {path}: array {name!r} has shape {list(array.shape)}; the model's "
+        f"opbridge.deploy.quantize: {path}: array {name!r} has shape {list(array.shape)}; the "
+        "model's "
         f"input {name!r} is {_dims(shape)}"
     )
     if array.ndim == len(shape) + 1 and fits(array.shape[1:], fixed):
@@ -238,14 +241,16 @@ def quantize(
     """
     model, output = os.fspath(model), os.fspath(output)
     if mode not in ("static", "dynamic"):
-        raise ValueError(f"opbridge.quantize: mode must be 'static' or 'dynamic', got {mode!r}")
+        raise ValueError(
+            f"opbridge.deploy.quantize: mode must be 'static' or 'dynamic', got {mode!r}"
+        )
     if mode == "static" and calibration is None:
         raise ValueError(
-            "opbridge.quantize: mode='static' needs calibration data (a .npz, "
+            "opbridge.deploy.quantize: mode='static' needs calibration data (a .npz, "
             "'file.py:function' or an iterable of feeds); or use mode='dynamic'"
         )
     if not os.path.isfile(model):
-        raise FileNotFoundError(f"opbridge.quantize: no ONNX model at {model}")
+        raise FileNotFoundError(f"opbridge.deploy.quantize: no ONNX model at {model}")
     with tempfile.TemporaryDirectory() as scratch:
         return _quantize(
             _prepared(model, scratch), output, calibration, mode, per_channel, nodes_to_exclude
@@ -424,7 +429,7 @@ def dataset_report(
         cosine = float(a @ b / norm) if norm > 0 else float(np.array_equal(a, b))
         report.samples.append(SampleError(index, float(diff.max()), float(diff.mean()), cosine))
     if not report.samples:
-        raise ValueError("opbridge.quantize.dataset_report: the data set holds no samples")
+        raise ValueError("opbridge.deploy.quantize.dataset_report: the data set holds no samples")
     return report
 
 

@@ -9,7 +9,7 @@
     outputs = handle.remote({"x": x}).result()    # dict of output name -> numpy array
 
 Each replica is a Ray actor that reserves ``cpus_per_replica`` CPUs and opens
-one :func:`opbridge.ort.InferenceSession` (the model's custom-op libraries
+one :func:`opbridge.runtimes.onnxruntime.InferenceSession` (the model's custom-op libraries
 registered) with as many intra-op threads, so replicas on one node do not
 oversubscribe its cores. A request is a dict of input name -> array (or one
 array for a single-input model); the answer is a dict of output name ->
@@ -48,13 +48,15 @@ class OpbridgeModel:
         if not isinstance(request, dict):
             if len(self.inputs) != 1:
                 raise ValueError(
-                    f"opbridge.serve: the model takes inputs {self.inputs}; send a dict of them"
+                    f"opbridge.deploy.serve: the model takes inputs {self.inputs}; send a dict of "
+                    "them"
                 )
             request = {self.inputs[0]: request}
         missing = [n for n in self.inputs if n not in request]
         if missing:
             raise ValueError(
-                f"opbridge.serve: request lacks inputs {missing} (the model takes {self.inputs})"
+                f"opbridge.deploy.serve: request lacks inputs {missing} (the model takes "
+                f"{self.inputs})"
             )
         feeds = {n: np.asarray(request[n]) for n in self.inputs}
         return dict(zip(self.outputs, self.session.run(self.outputs, feeds), strict=True))
@@ -75,13 +77,13 @@ def deployment(
 
     if cpus_per_replica < 1 or num_replicas < 1:
         raise ValueError(
-            "opbridge.serve.deployment: num_replicas and cpus_per_replica must be >= 1, got "
+            "opbridge.deploy.serve.deployment: num_replicas and cpus_per_replica must be >= 1, got "
             f"{num_replicas} and {cpus_per_replica}"
         )
     if isinstance(model, os.PathLike | str):
         model = os.fspath(model)
         if not os.path.isfile(model):
-            raise FileNotFoundError(f"opbridge.serve.deployment: no ONNX model at {model}")
+            raise FileNotFoundError(f"opbridge.deploy.serve.deployment: no ONNX model at {model}")
     replica = serve.deployment(
         OpbridgeModel,
         name=name,

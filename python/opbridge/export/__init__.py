@@ -134,12 +134,12 @@ def register_decomposition(qualified_name: str, decomposition: Callable) -> Call
     ``qualified_name`` is ``"<namespace>::<op>"``; ``decomposition(b, *inputs,
     **attrs)`` builds the op from ai.onnx operators with ``b.op(op_type, *inputs,
     **attrs)`` (the same builder the built-in operators use, see
-    :mod:`opbridge.ops._builder`): one function serves both exporters. Returns
+    :mod:`opbridge.ops.builder`): one function serves both exporters. Returns
     the function, so it can be used as a decorator factory's result.
     """
     if "::" not in qualified_name:
         raise ValueError(
-            f"opbridge.onnx.register_decomposition: name the op as '<namespace>::<op>', "
+            f"opbridge.export.register_decomposition: name the op as '<namespace>::<op>', "
             f"got {qualified_name!r}"
         )
     _DECOMPOSITIONS[qualified_name] = decomposition
@@ -165,7 +165,7 @@ def _decomposition(library: Library, spec: dict) -> Callable:
         raise NotImplementedError(
             f"{qualified} has no standard-route decomposition: give its card one "
             f"(opbridge.ops.register_card) or register one with "
-            f"opbridge.onnx.register_decomposition({qualified!r}, fn), or export with "
+            f"opbridge.export.register_decomposition({qualified!r}, fn), or export with "
             "route='custom'"
         )
 
@@ -177,13 +177,13 @@ def _check_route(route: Any, allowed: tuple | None = None) -> None:
         for op, op_route in route.items():
             if op_route not in _routes.names():
                 raise ValueError(
-                    f"opbridge.onnx: route for {op!r} must be one of {_routes.names()}, "
+                    f"opbridge.export: route for {op!r} must be one of {_routes.names()}, "
                     f"got {op_route!r}"
                 )
         return
     allowed = _routes.choices() if allowed is None else allowed
     if route not in allowed:
-        raise ValueError(f"opbridge.onnx: route must be one of {allowed}, got {route!r}")
+        raise ValueError(f"opbridge.export: route must be one of {allowed}, got {route!r}")
 
 
 def _qualified(op: str) -> str:
@@ -213,16 +213,16 @@ def _form(library: Library, spec: dict, route: str) -> Callable:
 
 
 def check_opset(opset: int, dynamo: bool = True) -> int:
-    """``opset`` when ``opbridge.onnx.export`` accepts it for that exporter,
+    """``opset`` when ``opbridge.export.export`` accepts it for that exporter,
     else a ValueError that names the accepted range."""
     exporter = "dynamo" if dynamo else "legacy"
     low, high = OPSET_RANGES[exporter]
     if isinstance(opset, bool) or not isinstance(opset, int):
-        raise ValueError(f"opbridge.onnx: opset must be an int, got {opset!r}")
+        raise ValueError(f"opbridge.export: opset must be an int, got {opset!r}")
     if not low <= opset <= high:
         other = OPSET_RANGES["legacy" if dynamo else "dynamo"]
         raise ValueError(
-            f"opbridge.onnx: opset {opset} is not supported with the {exporter} exporter "
+            f"opbridge.export: opset {opset} is not supported with the {exporter} exporter "
             f"(dynamo={dynamo}); it exports opsets {low} to {high} (with dynamo={not dynamo}: "
             f"{other[0]} to {other[1]})"
         )
@@ -516,7 +516,7 @@ def export(
     """
     import onnx
 
-    settings = (options or ExportOptions()).merged(kwargs, "opbridge.onnx.export")
+    settings = (options or ExportOptions()).merged(kwargs, "opbridge.export.export")
     opset, dynamo, dynamic_shapes = settings.opset, settings.dynamo, settings.dynamic_shapes
     label = None
     if isinstance(route, str) and route in _RESOLVERS:
@@ -529,7 +529,7 @@ def export(
     if settings.dynamic_batch:
         if dynamic_shapes is not None:
             raise TypeError(
-                "opbridge.onnx.export: pass dynamic_shapes or dynamic_batch=True, not both"
+                "opbridge.export.export: pass dynamic_shapes or dynamic_batch=True, not both"
             )
         # The legacy exporter names inputs flat; torch.export groups *args.
         dynamic_shapes = batch_dynamic_shapes(args, model if dynamo else None)
@@ -609,7 +609,7 @@ def _finish(proto, route: str | dict, opset: int, avoid: frozenset[str] = frozen
         except ExportError:
             raise
         except (ValueError, NotImplementedError) as error:
-            raise ExportError(f"opbridge.onnx.export: the {name} route: {error}") from error
+            raise ExportError(f"opbridge.export.export: the {name} route: {error}") from error
 
 
 def batch_dynamic_shapes(args: tuple, model: Any = None) -> tuple | None:
@@ -695,7 +695,7 @@ def _export_dynamo(
     proto, conversion = run(DYNAMO_BUILD_OPSET)
     if any(node.domain in ("", "ai.onnx") for node in proto.graph.node):
         raise ExportError(
-            f"opbridge.onnx.export: cannot convert the model to opset {opset}: {reason}"
+            f"opbridge.export.export: cannot convert the model to opset {opset}: {reason}"
         )
     kept = [imp for imp in proto.opset_import if imp.domain not in ("", "ai.onnx")]
     del proto.opset_import[:]
@@ -756,7 +756,7 @@ def _check_opset_import(proto, opset: int, dynamo: bool, conversion) -> None:
             "export at an opset the model's ops convert to, or with dynamo=False."
         )
     raise ExportError(
-        f"opbridge.onnx.export: asked for opset {opset}, but the exported model imports ai.onnx "
+        f"opbridge.export.export: asked for opset {opset}, but the exported model imports ai.onnx "
         f"opset {got}: it could not be converted to {opset}{why}.{hint}"
     )
 

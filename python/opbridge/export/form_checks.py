@@ -199,7 +199,7 @@ def check_form(
 
 def _error(message: str):
 
-    return ExportError(f"opbridge.onnx.export: {message}")
+    return ExportError(f"opbridge.export.export: {message}")
 
 
 # A probe: per present input, its dims (int: a size; None: dynamic, unknown

@@ -14,7 +14,7 @@ class ExportOptions:
     """The settings of one export (each default is here, and only here).
 
     - ``opset``: the ai.onnx opset the model imports (torch's name for it,
-      ``opset_version``, is accepted by :func:`opbridge.onnx.export` too).
+      ``opset_version``, is accepted by :func:`opbridge.export.export` too).
     - ``dynamo``: the dynamo exporter (default) or the legacy TorchScript one.
     - ``dynamic_batch``: dimension 0 of the inputs that share the first
       input's batch becomes one dynamic ``batch`` dimension.

@@ -39,7 +39,7 @@ def compare_exports(
     calls, the paths timed in turn), ``replaced`` (modules ``opbridge.patch`` replaced; 0 for the
     unpatched path) and ``file`` (the ONNX file under ``out_dir``, if given).
     ``original`` is left as it is (a copy is patched); ``wrap`` makes the
-    exported module from a model (e.g. ``opbridge.hf.Output``)."""
+    exported module from a model (e.g. ``opbridge.integrations.hf.Output``)."""
     from opbridge import ONNX_DOMAIN
     from opbridge import export as obonnx
     from opbridge.patching import patch

@@ -43,7 +43,8 @@ class Output(nn.Module):
             value = result.get(self.output)
         if not isinstance(value, torch.Tensor):
             raise TypeError(
-                f"opbridge.hf.Output: {type(self.model).__name__} returned no tensor named "
+                f"opbridge.integrations.hf.Output: {type(self.model).__name__} returned no tensor "
+                "named "
                 f"{self.output!r} (got {type(result).__name__})"
             )
         return value
@@ -56,7 +57,7 @@ def _config(model: nn.Module) -> Any:
     config = getattr(model, "config", None)
     if config is None:
         raise TypeError(
-            f"opbridge.hf: {type(model).__name__} has no config attribute; expected a "
+            f"opbridge.integrations.hf: {type(model).__name__} has no config attribute; expected a "
             "transformers PreTrainedModel"
         )
     return config
@@ -75,7 +76,8 @@ def example_inputs(
     num_channels, image_size, image_size]`` for vision models."""
     if batch < 1 or seq < 1:
         raise ValueError(
-            f"opbridge.hf.example_inputs: batch and seq must be >= 1, got {batch}, {seq}"
+            f"opbridge.integrations.hf.example_inputs: batch and seq must be >= 1, got {batch}, "
+            f"{seq}"
         )
     config = _config(model)
     generator = torch.Generator().manual_seed(seed)
@@ -87,7 +89,8 @@ def example_inputs(
     vocab = getattr(config, "vocab_size", None)
     if not isinstance(vocab, int):
         raise TypeError(
-            f"opbridge.hf.example_inputs: {type(model).__name__}'s config has no vocab_size"
+            f"opbridge.integrations.hf.example_inputs: {type(model).__name__}'s config has no "
+            "vocab_size"
         )
     return (torch.randint(0, vocab, (batch, seq), generator=generator),)
 
@@ -95,7 +98,7 @@ def example_inputs(
 def dynamic_shapes(
     example: tuple[torch.Tensor], *, sequence: bool = True, max_seq: int | None = None
 ):
-    """``dynamic_shapes`` for ``opbridge.onnx.export(Output(model), example,
+    """``dynamic_shapes`` for ``opbridge.export.export(Output(model), example,
     ...)``: batch, and the sequence (dimension 1 of token ids) when
     ``sequence``; ``max_seq`` bounds it (default: none)."""
     (x,) = example
@@ -145,7 +148,8 @@ def random_model(
 
     if family not in FAMILIES:
         raise ValueError(
-            f"opbridge.hf.random_model: family must be one of {sorted(FAMILIES)}, got {family!r}"
+            f"opbridge.integrations.hf.random_model: family must be one of {sorted(FAMILIES)}, "
+            f"got {family!r}"
         )
     cls_name, _ = FAMILIES[family]
     head_dim = hidden // heads
@@ -227,7 +231,7 @@ def adoption(
     seed: int = 0,
 ) -> list[dict]:
     """One family adopted end to end at the given size (see
-    :func:`opbridge.adoption.compare_exports`; dynamic batch and sequence):
+    :func:`opbridge.integrations.adoption.compare_exports`; dynamic batch and sequence):
     the unpatched model exported by the standard route, the patched one by
     the custom and the standard route, each timed in ONNX Runtime and
     compared with the unpatched torch model."""

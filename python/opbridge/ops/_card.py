@@ -71,7 +71,7 @@ class Card:
 
     - ``call``: the Python call (``opbridge.rms_norm``).
     - ``standard``: the standard-route decomposition ``(b, *inputs, **attrs)``
-      written against :class:`opbridge.ops._builder.Builder`.
+      written against :class:`opbridge.ops.builder.Builder`.
     - ``reference``: the same math in plain PyTorch, with the call's signature.
     - ``samples(dtype=torch.float32, requires_grad=False, *, large=True,
       seed=0)``: sample calls (:class:`Sample`) covering odd shapes, layouts

@@ -9,7 +9,7 @@ opset, so a decomposition can choose the form that opset has.
 
 An ``ort``-route form also emits ONNX Runtime's own operators with
 ``b.contrib(op_type, *inputs, outputs=n, **attrs)`` (their domains and
-signatures: :data:`opbridge.ops._contrib.SCHEMAS`).
+signatures: :data:`opbridge.ops.contrib.SCHEMAS`).
 """
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ class Builder:
         raise NotImplementedError
 
     def contrib(self, op_type: str, *inputs: Any, outputs: int = 1, **attrs: Any) -> Any:
-        """One node of an ONNX Runtime operator of :data:`opbridge.ops._contrib.SCHEMAS`.
+        """One node of an ONNX Runtime operator of :data:`opbridge.ops.contrib.SCHEMAS`.
 
         Returns its first output, or a tuple of the first ``outputs``; the
         node gets every output of the schema, and the export drops those no
-        node reads (:func:`opbridge.ops._contrib.drop_unused_outputs`)."""
+        node reads (:func:`opbridge.ops.contrib.drop_unused_outputs`)."""
         raise NotImplementedError
 
     def shape(self, value: Any) -> list[int | None] | None:

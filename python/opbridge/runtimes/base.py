@@ -356,7 +356,7 @@ class Runtime:
         way_out = (
             f"export it for {self.label}, which gives each op another form "
             f"(`opbridge export MODEL OUT --route ROUTE --runtime {self.name}`, or "
-            f"opbridge.onnx.export(..., avoid={forms}))"
+            f"opbridge.export.export(..., avoid={forms}))"
         )
         if refused:
             return (

@@ -1,4 +1,4 @@
-"""ONNX Runtime with opbridge's custom-op libraries registered (also :mod:`opbridge.ort`)."""
+"""ONNX Runtime with opbridge's custom-op libraries registered."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from opbridge._library import (
 )
 from opbridge.runtimes.base import Runtime, RuntimeCheck
 
-# IO binding (run repeatedly without copies), re-exported: opbridge.ort.bind.
+# IO binding (run repeatedly without copies), re-exported: opbridge.runtimes.onnxruntime.bind.
 from opbridge.runtimes.ort_binding import BoundSession as BoundSession
 from opbridge.runtimes.ort_binding import bind as bind
 
@@ -250,7 +250,8 @@ def level_enum(name: str):
     known = available_levels()
     if name not in known:
         raise ValueError(
-            f"opbridge.ort: unknown optimization level {name!r}; expected one of {known} "
+            f"opbridge.runtimes.onnxruntime: unknown optimization level {name!r}; expected one of "
+            f"{known} "
             f"(onnxruntime {onnxruntime.__version__})"
         )
     return getattr(onnxruntime.GraphOptimizationLevel, OPTIMIZATION_LEVELS[name])
@@ -298,7 +299,8 @@ def InferenceSession(
         isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
     ):
         raise ValueError(
-            f"opbridge.ort.InferenceSession: threads must be an int >= 1 (or None for ONNX "
+            "opbridge.runtimes.onnxruntime.InferenceSession: threads must be an int >= 1 (or "
+            "None for ONNX "
             f"Runtime's default), got {threads!r}"
         )
     if hasattr(path_or_bytes, "SerializeToString"):
@@ -350,7 +352,7 @@ def _explain_load_error(error: Exception, model: Any) -> Exception | None:
             f"model.ir_version = {supported} before saving it (or pass "
             f"ir_version={supported} to onnx.helper.make_model, which writes IR version "
             f"{onnx.IR_VERSION} with onnx {onnx.__version__}); that is valid when the model uses "
-            "no feature of a newer IR version. Models from opbridge.onnx.export already have a "
+            "no feature of a newer IR version. Models from opbridge.export.export already have a "
             "version ONNX Runtime reads."
         )
     return None

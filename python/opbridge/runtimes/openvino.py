@@ -1,4 +1,4 @@
-"""OpenVINO with opbridge's extension libraries added (also :mod:`opbridge.openvino`).
+"""OpenVINO with opbridge's extension libraries added.
 
 Each operator library built with the SDK has, beside its ONNX Runtime
 library, an OpenVINO extension library (``lib<name>_openvino.so``) where
@@ -176,7 +176,8 @@ def _check_acyclic(proto: Any) -> None:
         cycle = graph_cycle(body)
         if cycle is not None:
             raise RuntimeError(
-                f"opbridge.openvino.read_model: {where} of the model has a cycle, which ONNX "
+                f"opbridge.runtimes.openvino.read_model: {where} of the model has a cycle, which "
+                "ONNX "
                 f"does not allow: {cycle_text(cycle)} (OpenVINO's ONNX reader would allocate "
                 "memory until it fails)"
             )
@@ -247,7 +248,7 @@ def compile_model(
         isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
     ):
         raise ValueError(
-            f"opbridge.openvino.compile_model: threads must be an int >= 1 (or None for "
+            f"opbridge.runtimes.openvino.compile_model: threads must be an int >= 1 (or None for "
             f"OpenVINO's default), got {threads!r}"
         )
     core = core or _shared_core()
@@ -390,7 +391,9 @@ class Session:
 
 def _session(model: Any, level: str | None = None, threads: int | None = None) -> Session:
     if level not in (None, LEVEL):
-        raise ValueError(f"opbridge.openvino: unknown level {level!r}; OpenVINO has one, {LEVEL!r}")
+        raise ValueError(
+            f"opbridge.runtimes.openvino: unknown level {level!r}; OpenVINO has one, {LEVEL!r}"
+        )
     return Session(compile_model(model, threads=threads))
 
 
@@ -405,7 +408,9 @@ def library_kernels(model: Any, feeds: dict, level: str | None = None) -> set[st
     import openvino
 
     if level not in (None, LEVEL):
-        raise ValueError(f"opbridge.openvino: unknown level {level!r}; OpenVINO has one, {LEVEL!r}")
+        raise ValueError(
+            f"opbridge.runtimes.openvino: unknown level {level!r}; OpenVINO has one, {LEVEL!r}"
+        )
     proto = load_model(model)
     read = read_model(proto)
     # (domain, op type, output value) -> the operator's name, for the

@@ -1,10 +1,10 @@
 """Bind inputs and preallocated outputs to an ONNX Runtime session once, then
 run repeatedly without copies (ONNX Runtime's IO binding).
 
-    session = opbridge.ort.InferenceSession("model.onnx")
-    bound = opbridge.ort.bind(session, {"x": x})          # x: numpy array or torch tensor
-    y = bound.run()["y"]                                  # the same output buffer every run
-    x.copy_(next_x); bound.run()                          # new data, no rebinding
+    session = opbridge.runtimes.onnxruntime.InferenceSession("model.onnx")
+    bound = opbridge.runtimes.onnxruntime.bind(session, {"x": x})  # numpy array or torch tensor
+    y = bound.run()["y"]                                # the same output buffer every run
+    x.copy_(next_x); bound.run()                        # new data, no rebinding
 
 Inputs are bound zero-copy when they are C-contiguous CPU arrays (numpy) or
 tensors (torch) of an element type ONNX Runtime has: the session reads their
@@ -42,22 +42,24 @@ def _check(kind: str, name: str, value: Any) -> None:
     if _is_torch(value):
         if value.device.type != "cpu":
             raise ValueError(
-                f"opbridge.ort.bind: {kind} {name!r} is on {value.device}; bind CPU tensors"
+                f"opbridge.runtimes.onnxruntime.bind: {kind} {name!r} is on {value.device}; bind "
+                "CPU tensors"
             )
         if not value.is_contiguous():
             raise ValueError(
-                f"opbridge.ort.bind: {kind} {name!r} is not contiguous (strides "
+                f"opbridge.runtimes.onnxruntime.bind: {kind} {name!r} is not contiguous (strides "
                 f"{tuple(value.stride())}); pass .contiguous()"
             )
         return
     if not isinstance(value, np.ndarray):
         raise TypeError(
-            f"opbridge.ort.bind: {kind} {name!r} must be a numpy array or a torch tensor, got "
+            f"opbridge.runtimes.onnxruntime.bind: {kind} {name!r} must be a numpy array or a "
+            "torch tensor, got "
             f"{type(value).__name__}"
         )
     if not value.flags["C_CONTIGUOUS"]:
         raise ValueError(
-            f"opbridge.ort.bind: {kind} {name!r} is not C-contiguous; "
+            f"opbridge.runtimes.onnxruntime.bind: {kind} {name!r} is not C-contiguous; "
             "pass np.ascontiguousarray(...)"
         )
 
@@ -98,7 +100,8 @@ def bind(session: Any, inputs: dict[str, Any], outputs: dict[str, Any] | None = 
     unknown = [n for n in inputs if n not in expected]
     if missing or unknown:
         raise ValueError(
-            f"opbridge.ort.bind: the session takes inputs {expected}; missing {missing}, "
+            f"opbridge.runtimes.onnxruntime.bind: the session takes inputs {expected}; missing "
+            f"{missing}, "
             f"unknown {unknown}"
         )
     for name, value in inputs.items():
@@ -122,7 +125,8 @@ def bind(session: Any, inputs: dict[str, Any], outputs: dict[str, Any] | None = 
         unknown = [n for n in outputs if n not in output_names]
         if unknown:
             raise ValueError(
-                f"opbridge.ort.bind: the session has outputs {output_names}; unknown {unknown}"
+                f"opbridge.runtimes.onnxruntime.bind: the session has outputs {output_names}; "
+                f"unknown {unknown}"
             )
         for name, value in outputs.items():
             _check("output", name, value)

@@ -1,6 +1,6 @@
 """Just-in-time build of an operator library, for quick experiments:
 
-    lib = opbridge.build.load("softcap", sources=["softcap.cpp"])
+    lib = opbridge.sdk.build.load("softcap", sources=["softcap.cpp"])
 
 compiles the sources with the installed SDK into the libraries (the PyTorch
 library and its Python extension module, the ONNX Runtime custom-op library),
@@ -93,7 +93,7 @@ def _run(command: list[str], cwd: Path, verbose: bool, what: str) -> None:
     result = subprocess.run(command, cwd=cwd, capture_output=not verbose, text=True)
     if result.returncode != 0:
         output = (result.stdout or "") + (result.stderr or "")
-        raise RuntimeError(f"opbridge.build.load: {what} failed (in {cwd}):\n{output[-6000:]}")
+        raise RuntimeError(f"opbridge.sdk.build.load: {what} failed (in {cwd}):\n{output[-6000:]}")
 
 
 def load(
@@ -117,7 +117,7 @@ def load(
     paths = [Path(s).resolve() for s in sources]
     missing = [str(p) for p in paths if not p.is_file()]
     if missing:
-        raise FileNotFoundError(f"opbridge.build.load: no such source file(s): {missing}")
+        raise FileNotFoundError(f"opbridge.sdk.build.load: no such source file(s): {missing}")
     args = {
         "torch_namespace": torch_namespace or name,
         "onnx_domain": onnx_domain or name,

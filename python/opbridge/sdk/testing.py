@@ -830,7 +830,7 @@ def package_cards(package: str) -> list:
         if library.module.__name__.partition(".")[0] == package.partition(".")[0]
     ]
     if not mine:
-        raise LookupError(f"opbridge.testing: importing {package} loads no opbridge library")
+        raise LookupError(f"opbridge.sdk.testing: importing {package} loads no opbridge library")
     namespaces = {library.torch_namespace for library in mine}
     found = [card for card in cards().values() if card.namespace in namespaces]
     ops = {name for library in mine for name in library.specs()}

@@ -43,7 +43,7 @@ Modules by concern: :mod:`~opbridge.verify.core` (the run),
 :mod:`~opbridge.verify.structure`, :mod:`~opbridge.verify.layers`,
 :mod:`~opbridge.verify.operators`,
 :mod:`~opbridge.verify.sweeps`, :mod:`~opbridge.verify.formatting` and
-:mod:`~opbridge.verify.cli` (``opbridge verify``).
+:mod:`~opbridge.cli.verify` (``opbridge verify``).
 """
 
 from opbridge.runtimes.onnxruntime import OPTIMIZATION_LEVELS as LEVEL_ENUMS

@@ -90,7 +90,7 @@ def verify(
 
     ``args`` are the example inputs (a tuple, or one tensor). Without
     ``onnx_model`` the model is exported by ``route`` (required: one of
-    ``opbridge.onnx.ROUTES``) with a dynamic batch dimension
+    ``opbridge.export.ROUTES``) with a dynamic batch dimension
     (``dynamic_batch=False`` or ``dynamic_shapes`` to choose otherwise).
     ``onnx_model`` (a path, bytes or ``ModelProto``) is verified as given,
     by the route its ``opbridge.route`` metadata names; ``route`` is then
@@ -811,7 +811,7 @@ def _model_route(proto, route: str | None) -> str:
         if route is None:
             raise ValueError(
                 f"opbridge.verify: the ONNX model has no {METADATA_ROUTE_KEY} metadata (it was "
-                "not exported by opbridge.onnx.export); pass route= one of "
+                "not exported by opbridge.export.export); pass route= one of "
                 f"{routes.choices()} to say which route's rules it follows"
             )
         return route

@@ -159,7 +159,7 @@ def _check_metadata(model) -> Check:
     domain_version = metadata.get(METADATA_DOMAIN_VERSION_KEY)
     if version is None:
         status = WARN
-        detail = f"no {METADATA_VERSION_KEY} metadata (not exported by opbridge.onnx.export)"
+        detail = f"no {METADATA_VERSION_KEY} metadata (not exported by opbridge.export.export)"
     elif domain_version is not None and domain_version != str(ONNX_DOMAIN_VERSION):
         status = FAIL
         detail = (

@@ -3,7 +3,7 @@
 
 Importing the package loads the library: torch.ops.myops.fused_norm,
 torch.ops.myops.swiglu_clamp and torch.ops.myops.softmax_lse in PyTorch and
-ONNX domain "com.example.myops" for ONNX Runtime (opbridge.ort.InferenceSession
+ONNX domain "com.example.myops" for ONNX Runtime (opbridge.runtimes.onnxruntime.InferenceSession
 registers it for models that use it).
 """
 
