@@ -11,6 +11,7 @@ Run by ``./dev lint``. It refuses:
   package's own submodule of that name (``onnx = export``);
 - a former module name (``opbridge.onnx``, ``opbridge.ort``, ...) in the
   code, the tests, the examples, the scripts or the documentation.
+- a table of dtype names in the package but ``opbridge/_dtypes.py``'s.
 
     .venv/bin/python scripts/check_one_name.py
 """
@@ -146,8 +147,32 @@ def former_names() -> list[str]:
     return found
 
 
+# A dict entry that maps a dtype's name to a dtype, a name or an element type,
+# or back (bfloat16 is in every such table): "bfloat16": torch.bfloat16,
+# "bf16": "bfloat16", torch.bfloat16: "bfloat16", "BFloat16": ...
+DTYPE_ENTRY_RE = re.compile(
+    r'"bfloat16"\s*:\s*(torch\.|"|\w+\.BFLOAT16|\d)|"\w+"\s*:\s*"bfloat16"'
+    r'|torch\.bfloat16\s*:\s*"|"BFloat16"\s*:'
+)
+DTYPE_TABLE = "python/opbridge/_dtypes.py"
+
+
+def dtype_tables() -> list[str]:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel == DTYPE_TABLE:
+            continue
+        for lineno, line in enumerate(path.read_text().splitlines(), 1):
+            if DTYPE_ENTRY_RE.search(line):
+                found.append(f"{rel}:{lineno}: a dtype table (the one table is {DTYPE_TABLE})")
+    return found
+
+
 def main() -> int:
-    problems = import_hooks() + module_getattrs() + module_aliases() + former_names()
+    problems = (
+        import_hooks() + module_getattrs() + module_aliases() + former_names() + dtype_tables()
+    )
     for problem in problems:
         print(problem, file=sys.stderr)
     if problems:

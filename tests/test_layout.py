@@ -39,7 +39,7 @@ def test_former_module_names_are_gone(former):
 
 def test_lint_refuses_a_second_name(tmp_path):
     """scripts/check_one_name.py (in ./dev lint) passes on the tree and
-    refuses a module alias, a module __getattr__ and a former name."""
+    refuses a module alias, a former name and a second dtype table."""
     check = ROOT / "scripts" / "check_one_name.py"
     ok = subprocess.run([sys.executable, str(check)], capture_output=True, text=True, timeout=300)
     assert ok.returncode == 0, ok.stderr
@@ -53,6 +53,9 @@ def test_lint_refuses_a_second_name(tmp_path):
         "['opbridge.onnx is the module opbridge.export under a second name']\n"
         "assert check.FORMER_RE.search('import opbridge.ort as x').group(1) == 'opbridge.ort'\n"
         "assert check.FORMER_RE.search('opbridge.runtimes.onnxruntime') is None\n"
+        "assert check.DTYPE_ENTRY_RE.search('    torch.bfloat16: \"bfloat16\",')\n"
+        'assert check.DTYPE_ENTRY_RE.search(\'_T = {"bf16": "bfloat16"}\')\n'
+        "assert check.DTYPE_ENTRY_RE.search('if dtype == \"bfloat16\":') is None\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300, cwd=tmp_path)
 

@@ -26,22 +26,8 @@ from types import ModuleType
 
 import torch
 
+from opbridge import _dtypes
 from opbridge._schema import schema_order
-
-# Dtype names as the specs write them.
-_NAMES = {
-    torch.float32: "float32",
-    torch.float64: "float64",
-    torch.float16: "float16",
-    torch.bfloat16: "bfloat16",
-    torch.uint8: "uint8",
-    torch.int8: "int8",
-    torch.int16: "int16",
-    torch.int32: "int32",
-    torch.int64: "int64",
-    torch.bool: "bool",
-}
-_DTYPES = {name: dtype for dtype, name in _NAMES.items()}
 
 # As adapter.cpp: a symbolic size reaches the shape rule as the negative
 # dimension -2 - (input * _MAX_RANK + dim), which the rule passes through.
@@ -78,7 +64,7 @@ def _infos(tensors) -> list[tuple[bool, str, list[int]]]:
             size if isinstance(size, int) else -2 - (i * _MAX_RANK + d)
             for d, size in enumerate(tensor.shape)
         ]
-        infos.append((True, _NAMES.get(tensor.dtype, str(tensor.dtype)), shape))
+        infos.append((True, _dtypes.NAMES.get(tensor.dtype, str(tensor.dtype)), shape))
     return infos
 
 
@@ -135,7 +121,7 @@ def _forward_fake(module: ModuleType, op: str, name: str, n_inputs: int, bind):
         like = _like(tensors)
         return _one_or_tuple(
             [
-                like.new_empty(_sizes(op, shape, tensors), dtype=_DTYPES[dtype])
+                like.new_empty(_sizes(op, shape, tensors), dtype=_dtypes.TORCH[dtype])
                 for dtype, shape in outputs
             ]
         )
@@ -151,9 +137,10 @@ def _out_fake(module: ModuleType, op: str, name: str, n_inputs: int, out_names: 
         outputs = _ruled(module.infer, name, _infos(tensors), attrs)
         like = _like(tensors)
         for out, argument, (dtype, shape) in zip(outs, out_names, outputs, strict=True):
-            if out.dtype != _DTYPES[dtype]:
+            if out.dtype != _dtypes.TORCH[dtype]:
                 raise RuntimeError(
-                    f"{op}.out: argument '{argument}' must be {dtype}, got {_NAMES.get(out.dtype)}"
+                    f"{op}.out: argument '{argument}' must be {dtype}, got "
+                    f"{_dtypes.NAMES.get(out.dtype)}"
                 )
             if out.device != like.device:
                 raise RuntimeError(
@@ -185,7 +172,7 @@ def _backward_fake(module: ModuleType, op: str, name: str, backward: dict, bind)
             [
                 like.new_empty(
                     _sizes(op, shape, tensors) if mask[o] or not optional[o] else [0],
-                    dtype=_DTYPES[dtype],
+                    dtype=_dtypes.TORCH[dtype],
                 )
                 for o, (dtype, shape) in enumerate(outputs)
             ]

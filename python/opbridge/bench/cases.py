@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 import opbridge
-from opbridge import runtimes
+from opbridge import _dtypes, runtimes
 from opbridge._library import library_for_namespace
 from opbridge.export import routes
 
@@ -74,12 +74,8 @@ ORT_SETTINGS = {
 ORT_IMPLS = tuple(ORT_SETTINGS)
 ORT_ROUTES = tuple(dict.fromkeys(route for route, _ in ORT_SETTINGS.values()))
 IMPLS = TORCH_IMPLS + TORCH_FWD_IMPLS + MODEL_IMPLS + RUNTIME_IMPLS
-DTYPES = {
-    "float32": torch.float32,
-    "float64": torch.float64,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-}
+# The floating dtypes a case runs in, by the specs' names.
+DTYPES = _dtypes.FLOATING
 
 
 @dataclass

@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 
+from opbridge import _dtypes
 from opbridge._library import (
     BUILTIN,
     METADATA_DOMAIN_VERSION_PREFIX,
@@ -351,22 +352,6 @@ def _legacy_symbolic(
     return symbolic
 
 
-_TS_DTYPES = {
-    "Float": "float32",
-    "Double": "float64",
-    "Half": "float16",
-    "BFloat16": "bfloat16",
-    "Byte": "uint8",
-}
-_TORCH_DTYPES = {
-    "float32": torch.float32,
-    "float64": torch.float64,
-    "float16": torch.float16,
-    "bfloat16": torch.bfloat16,
-    "uint8": torch.uint8,
-}
-
-
 def _set_legacy_output_types(
     library: Library, spec: dict, inputs: list, outputs, attrs: list
 ) -> None:
@@ -379,7 +364,7 @@ def _set_legacy_output_types(
             infos.append((False, "", []))
             continue
         value_type = value.type()
-        dtype = _TS_DTYPES.get(value_type.scalarType() or "")
+        dtype = _dtypes.FROM_TORCHSCRIPT.get(value_type.scalarType() or "")
         sizes = value_type.varyingSizes()
         if dtype is None or sizes is None:
             return  # not known here; ONNX Runtime infers it at load time
@@ -391,7 +376,7 @@ def _set_legacy_output_types(
         # static sizes here would let constant folding bake them into later
         # Shape/Reshape nodes, breaking dynamic axes.
         output.setType(
-            inputs[0].type().with_dtype(_TORCH_DTYPES[dtype]).with_sizes([None] * len(shape))
+            inputs[0].type().with_dtype(_dtypes.TORCH[dtype]).with_sizes([None] * len(shape))
         )
 
 

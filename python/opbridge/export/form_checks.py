@@ -35,6 +35,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from opbridge import _dtypes
 from opbridge._library import Library
 from opbridge.export.errors import ExportError
 from opbridge.export.nodes import attr_value
@@ -43,20 +44,6 @@ from opbridge.export.nodes import attr_value
 # same shapes in every layer).
 _CACHE_SIZE = 4096
 _CHECKED: set = set()
-
-# torch.Value scalar types of the legacy exporter, as the specs name dtypes.
-_LEGACY_DTYPES = {
-    "Float": "float32",
-    "Double": "float64",
-    "Half": "float16",
-    "BFloat16": "bfloat16",
-    "Byte": "uint8",
-    "Char": "int8",
-    "Short": "int16",
-    "Int": "int32",
-    "Long": "int64",
-    "Bool": "bool",
-}
 
 
 @dataclass(frozen=True)
@@ -105,7 +92,7 @@ def seen_legacy(value: Any) -> Seen | None:
         return None
     try:
         value_type = value.type()
-        dtype = _LEGACY_DTYPES.get(value_type.scalarType() or "")
+        dtype = _dtypes.FROM_TORCHSCRIPT.get(value_type.scalarType() or "")
         sizes = value_type.varyingSizes()
     except Exception:
         return Seen(None, None)
@@ -131,12 +118,7 @@ def _dtype_name(elem_type: int) -> str | None:
 
 
 def _elem_type(dtype: str) -> int:
-    import numpy as np
-    import onnx
-
-    if dtype == "bfloat16":
-        return onnx.TensorProto.BFLOAT16
-    return onnx.helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+    return _dtypes.ONNX[dtype]
 
 
 def _hashable(value: Any) -> Any:

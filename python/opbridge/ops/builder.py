@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from opbridge import _dtypes
+
 
 class Builder:
     opset: int
@@ -200,12 +202,8 @@ class LegacyBuilder(Builder):
             scalar = value.type().scalarType()
         except Exception:
             return None
-        return {
-            "Float": "float32",
-            "Double": "float64",
-            "Half": "float16",
-            "BFloat16": "bfloat16",
-        }.get(scalar)
+        name = _dtypes.FROM_TORCHSCRIPT.get(scalar)
+        return name if name in _dtypes.FLOATING else None
 
     def floats(self, values, like):
         import torch

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import torch
 
+from opbridge import _dtypes
 from opbridge.ops._card import Card, Layout, Sample
 from opbridge.ops._inputs import bench_generator
 from opbridge.ops.builder import Builder
@@ -52,13 +53,9 @@ def standard(b: Builder, image, *, mean: list[float], std: list[float], channels
     std_t = b.op("Reshape", b.floats(std, like=like), shape)
     scaled = b.op("Div", x, b.floats([255.0], like=like))
     y = b.op("Div", b.op("Sub", scaled, mean_t), std_t)
-    if dtype in _HALF_TYPES:
-        y = b.op("Cast", y, to=_HALF_TYPES[dtype])
+    if _dtypes.TORCH.get(dtype) in _dtypes.HALF:
+        y = b.op("Cast", y, to=_dtypes.ONNX[dtype])
     return y
-
-
-# The ONNX element types of the half-precision images (FLOAT16, BFLOAT16).
-_HALF_TYPES = {"float16": 10, "bfloat16": 16}
 
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from opbridge import _dtypes
 from opbridge._library import BUILTIN, Library, libraries, library_for_domain
 from opbridge.runtimes.base import Runtime, RuntimeCheck, WrongForm, cycle_text, graph_cycle
 from opbridge.runtimes.onnxruntime import (
@@ -264,10 +265,6 @@ def compile_model(
     return compiled
 
 
-# OpenVINO's element types by opbridge's dtype names, for lowered_dtypes.
-_DTYPES = {"f64": "float64", "f32": "float32", "f16": "float16", "bf16": "bfloat16"}
-
-
 def _tensors_of(model: Any) -> list[tuple[str, str, str]]:
     """``(kind, name, dtype)`` of an ``openvino.Model``'s inputs and outputs."""
     tensors = []
@@ -276,7 +273,7 @@ def _tensors_of(model: Any) -> list[tuple[str, str, str]]:
             names = port.get_names()
             name = sorted(names)[0] if names else f"#{index}"
             type_name = port.get_element_type().get_type_name()
-            tensors.append((kind, name, _DTYPES.get(type_name, type_name)))
+            tensors.append((kind, name, _dtypes.FROM_OPENVINO.get(type_name, type_name)))
     return tensors
 
 

@@ -43,6 +43,7 @@ from typing import Any, TypeVar
 import numpy as np
 import torch
 
+from opbridge import _dtypes
 from opbridge._library import Library, library_for_namespace
 from opbridge.ops import Sample
 from opbridge.ops.call import OpCall
@@ -52,8 +53,8 @@ from opbridge.ops.call import OpCall
 # at, by dtype: a few units in the last place of the dtype's rounding of O(1)
 # values, as the built-in operators' dtype tests use; the 16-bit dtypes are
 # compared with the reference computed in float64 from the same inputs.
-FLOATING_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
-HALF_DTYPES = (torch.float16, torch.bfloat16)
+FLOATING_DTYPES = tuple(_dtypes.FLOATING.values())
+HALF_DTYPES = _dtypes.HALF
 TOLERANCES = {
     torch.float32: 1e-5,
     torch.float64: 1e-5,
