@@ -11,7 +11,8 @@ import torch
 
 import opbridge
 from opbridge.export import ExportError
-from opbridge.verify import available_levels, default_session_factory
+from opbridge.runtimes.onnxruntime import available_levels
+from opbridge.verify import default_session_factory
 
 from op_cases import OPS
 from ort_helpers import run

@@ -16,10 +16,10 @@ import opbridge
 from opbridge.__main__ import main
 from opbridge.cli.common import FactoryError, build_model
 from opbridge.demo import build_demo
+from opbridge.runtimes.onnxruntime import available_levels
 from opbridge.verify import (
     FAIL,
     PASS,
-    available_levels,
     compare,
     default_session_factory,
     map_modules,

@@ -46,8 +46,6 @@ Modules by concern: :mod:`~opbridge.verify.core` (the run),
 :mod:`~opbridge.cli.verify` (``opbridge verify``).
 """
 
-from opbridge.runtimes.onnxruntime import OPTIMIZATION_LEVELS as LEVEL_ENUMS
-from opbridge.runtimes.onnxruntime import available_levels
 from opbridge.verify.comparison import (
     DEFAULT_TOLERANCE,
     DEFAULT_TOLERANCE_FLOAT64,
@@ -84,12 +82,10 @@ from opbridge.verify.report import (
     ReferenceRun,
     VerificationReport,
 )
-from opbridge.verify.sweeps import BASE_LEVEL, DEFAULT_LEVEL, LARGE_BATCH_MIN, load_inputs
+from opbridge.verify.sweeps import LARGE_BATCH_MIN, load_inputs
 
 __all__ = [
-    "BASE_LEVEL",
     "BODY",
-    "DEFAULT_LEVEL",
     "DEFAULT_TOLERANCE",
     "DEFAULT_TOLERANCE_FLOAT64",
     "FAIL",
@@ -99,7 +95,6 @@ __all__ = [
     "IN_PATCHING",
     "KERNEL",
     "LARGE_BATCH_MIN",
-    "LEVEL_ENUMS",
     "NOT_APPLICABLE",
     "ONNX_VS_REFERENCE",
     "ONNX_VS_TORCH",
@@ -121,7 +116,6 @@ __all__ = [
     "Sweep",
     "VerificationReport",
     "VerifyOptions",
-    "available_levels",
     "compare",
     "default_session_factory",
     "dynamic_spec",

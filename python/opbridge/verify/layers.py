@@ -18,7 +18,7 @@ import torch
 from opbridge.verify.comparison import Tolerance, compare, shapes_differ, worse
 from opbridge.verify.operators import CallLog, OperatorCheck
 from opbridge.verify.report import FAIL, NOT_APPLICABLE, PASS, LayerResult, one_line
-from opbridge.verify.sweeps import BASE_LEVEL, leaves, to_numpy
+from opbridge.verify.sweeps import leaves, to_numpy
 
 SCOPES_KEY = "pkg.torch.onnx.name_scopes"
 _NAMESPACE_KEY = "namespace"
@@ -129,7 +129,7 @@ class LayerCheck:
         model: torch.nn.Module,
         args: tuple,
         factory: Callable[[bytes, str], Any],
-        base_level: str = BASE_LEVEL,
+        base_level: str,
         route: str = "",
         runtime_label: str = "ONNX Runtime",
     ) -> tuple[LayerCheck | None, str, str, OperatorCheck | None]:

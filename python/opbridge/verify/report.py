@@ -14,7 +14,6 @@ from opbridge._library import VERSION
 from opbridge.runtimes.onnxruntime import OPTIMIZATION_LEVELS
 from opbridge.verify.comparison import Comparison, describe, format_error
 from opbridge.verify.status import FAIL, NOT_APPLICABLE, PASS, WARN, Check, one_line
-from opbridge.verify.sweeps import BASE_LEVEL, DEFAULT_LEVEL
 
 __all__ = ["FAIL", "NOT_APPLICABLE", "PASS", "WARN", "Check", "one_line"]  # and what follows
 
@@ -29,7 +28,7 @@ class Cell:
     status: str
     max_abs_err: float
     max_rel_err: float
-    # Against the same case at BASE_LEVEL (None for BASE_LEVEL itself).
+    # Against the same case at the runtime's base level (None for that level itself).
     max_abs_diff_vs_base: float | None = None
     error: str = ""
     # Against the reference model's outputs (None without a reference).
@@ -171,14 +170,15 @@ class VerificationReport:
     structure: list[Check] = field(default_factory=list)
     inputs: list[dict] = field(default_factory=list)
     outputs_info: list[dict] = field(default_factory=list)
-    # Final outputs: the example inputs at DEFAULT_LEVEL.
+    # Final outputs: the example inputs at the runtime's default level.
     outputs: list[Comparison] = field(default_factory=list)
     levels: list[str] = field(default_factory=list)
     # The runtime verified in, its level that runs the graph as exported (the
     # others are compared with it) and the one the final outputs come from.
     runtime: str = "onnxruntime"
-    base_level: str = BASE_LEVEL
-    default_level: str = DEFAULT_LEVEL
+    # (Runtime.base_level and Runtime.default_level, set by verify).
+    base_level: str = ""
+    default_level: str = ""
     cells: list[Cell] = field(default_factory=list)
     fusion_problems: list[str] = field(default_factory=list)
     batch_sweep: str = ""  # "ran: 1, 4, 16" or why it did not apply

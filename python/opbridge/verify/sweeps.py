@@ -18,12 +18,6 @@ from torch.utils import _pytree as pytree
 
 from opbridge import runtimes
 
-# ONNX Runtime's levels (each runtime has its own: opbridge.runtimes): the
-# results of every level are compared with the base one, which runs the graph
-# as exported; the default one is what a deployed session uses, and the
-# final-output section reports it.
-BASE_LEVEL = "disable_all"
-DEFAULT_LEVEL = "enable_all"
 LARGE_BATCH_MIN = 16
 
 
