@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
+from typing import Any
 
 import torch
 
@@ -63,6 +64,10 @@ class Layout:
     tensors: Mapping[str, str | tuple[str, ...]]
     whole: str = ""
     gradients: tuple[str, ...] = ()
+
+
+# The fields of a Card that Card.of_module reads from a module's functions.
+MODULE_SLOTS = ("standard", "ort", "reference", "samples", "bench_inputs", "composite", "builtin")
 
 
 @dataclass
@@ -115,6 +120,21 @@ class Card:
     # Where the card is defined (a file or module), for messages; filled in
     # when the card is loaded or registered.
     origin: str = ""
+
+    @classmethod
+    def of_module(cls, namespace: Mapping[str, Any], **fields: Any) -> Card:
+        """The card of a module that defines its math as functions named after
+        the fields (:data:`MODULE_SLOTS`: ``standard``, ``ort``, ``reference``,
+        ``samples``, ``bench_inputs``, ``composite``, ``builtin``), as every
+        operator module of opbridge does::
+
+            CARD = Card.of_module(globals(), name="rms_norm", call=rms_norm, layout=...)
+
+        A field given by keyword wins over the module's function."""
+        for slot in MODULE_SLOTS:
+            if slot not in fields and callable(namespace.get(slot)):
+                fields[slot] = namespace[slot]
+        return cls(**fields)
 
     def form(self, route: str) -> Callable | None:
         """The card's form for ``route``: ``forms[route]``, else the field of

@@ -12,6 +12,25 @@ def make(shape, dtype, requires_grad, generator, scale=1.0) -> torch.Tensor:
     return t.to(dtype).requires_grad_(requires_grad)
 
 
+class SampleTensors:
+    """The tensors of one ``samples()`` call, drawn in order from one
+    generator seeded with ``seed`` (:func:`make`'s values): ``t(shape,
+    scale)`` a tensor, ``weight(n)`` a weight near 1. Each requires grad when
+    asked; ``generator`` is there for a sample's own draws."""
+
+    def __init__(self, dtype, requires_grad: bool, seed: int):
+        self.dtype = dtype
+        self.requires_grad = requires_grad
+        self.generator = torch.Generator().manual_seed(seed)
+
+    def t(self, shape, scale=1.0) -> torch.Tensor:
+        return make(shape, self.dtype, self.requires_grad, self.generator, scale)
+
+    def weight(self, n: int) -> torch.Tensor:
+        w = 1 + 0.1 * make((n,), self.dtype, False, self.generator)
+        return w.detach().requires_grad_(self.requires_grad)
+
+
 def bench_randn(shape, dtype, generator) -> torch.Tensor:
     return torch.randn(shape, generator=generator, dtype=torch.float32).to(dtype)
 

@@ -6,7 +6,13 @@ import torch
 import torch.nn.functional as F
 
 from opbridge.ops._card import Card, Layout, Sample
-from opbridge.ops._inputs import bench_generator, bench_randn, bench_weight, make, with_grad
+from opbridge.ops._inputs import (
+    SampleTensors,
+    bench_generator,
+    bench_randn,
+    bench_weight,
+    with_grad,
+)
 from opbridge.ops.builder import Builder
 from opbridge.ops.contrib import skip_normalization
 from opbridge.ops.rms_norm import composite as rms_norm_composite
@@ -59,13 +65,8 @@ def reference(x, residual, weight, bias=None, eps=1e-6):
 
 
 def samples(dtype=torch.float32, requires_grad=False, *, large=True, seed=0):
-    g = torch.Generator().manual_seed(seed)
-
-    def t(shape, scale=1.0):
-        return make(shape, dtype, requires_grad, g, scale)
-
-    def w(n):
-        return (1 + 0.1 * make((n,), dtype, False, g)).detach().requires_grad_(requires_grad)
+    tensors = SampleTensors(dtype, requires_grad, seed)
+    t, w = tensors.t, tensors.weight
 
     yield Sample((t((1,)), t((1,)), w(1)), label="one element")
     yield Sample(
@@ -103,16 +104,10 @@ def builtin(x, residual, weight, bias=None, eps=1e-6):
     return (y + bias if bias is not None else y), x + residual
 
 
-CARD = Card(
+CARD = Card.of_module(
+    globals(),
     name="add_rms_norm",
     call=add_rms_norm,
-    standard=standard,
-    ort=ort,
-    reference=reference,
-    samples=samples,
-    bench_inputs=bench_inputs,
-    composite=composite,
-    builtin=builtin,
     layout=Layout(
         {
             **dict.fromkeys(("x", "residual", "out", "residual_out"), "...d"),

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from opbridge.ops._card import Card, Layout, Sample
-from opbridge.ops._inputs import bench_generator, bench_randn, make, with_grad
+from opbridge.ops._inputs import SampleTensors, bench_generator, bench_randn, with_grad
 from opbridge.ops.builder import Builder
 
 
@@ -69,10 +69,8 @@ def reference(x, bias, approximate="none"):
 
 
 def samples(dtype=torch.float32, requires_grad=False, *, large=True, seed=0):
-    g = torch.Generator().manual_seed(seed)
-
-    def t(shape, scale=1.0):
-        return make(shape, dtype, requires_grad, g, scale)
+    tensors = SampleTensors(dtype, requires_grad, seed)
+    t = tensors.t
 
     yield Sample((t((1,)), t((1,))), label="one element")
     yield Sample((t((4, 16), 2.0), t((16,))), label="typical, erf")
@@ -106,15 +104,9 @@ def builtin(x, bias, approximate="none"):
     return F.gelu(x + bias, approximate=approximate)
 
 
-CARD = Card(
+CARD = Card.of_module(
+    globals(),
     name="bias_gelu",
     call=bias_gelu,
-    standard=standard,
-    ort=ort,
-    reference=reference,
-    samples=samples,
-    bench_inputs=bench_inputs,
-    composite=composite,
-    builtin=builtin,
     layout=Layout({"x": "...d", "bias": "d", "y": "...d"}),
 )

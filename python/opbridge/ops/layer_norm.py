@@ -6,7 +6,13 @@ import torch
 import torch.nn.functional as F
 
 from opbridge.ops._card import Card, Layout, Sample
-from opbridge.ops._inputs import bench_generator, bench_randn, bench_weight, make, with_grad
+from opbridge.ops._inputs import (
+    SampleTensors,
+    bench_generator,
+    bench_randn,
+    bench_weight,
+    with_grad,
+)
 from opbridge.ops.builder import Builder
 
 
@@ -97,13 +103,8 @@ def reference(x, weight=None, bias=None, eps=1e-5):
 
 
 def samples(dtype=torch.float32, requires_grad=False, *, large=True, seed=0):
-    g = torch.Generator().manual_seed(seed)
-
-    def t(shape, scale=1.0):
-        return make(shape, dtype, requires_grad, g, scale)
-
-    def w(n):
-        return (1 + 0.1 * make((n,), dtype, False, g)).detach().requires_grad_(requires_grad)
+    tensors = SampleTensors(dtype, requires_grad, seed)
+    t, w = tensors.t, tensors.weight
 
     yield Sample((t((1,)),), label="one element")
     yield Sample(
@@ -145,17 +146,12 @@ def builtin(x, weight=None, bias=None, eps=1e-5):
     return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
 
 
-CARD = Card(
-    name="layer_norm",
-    call=layer_norm,
-    standard=standard,
+CARD = Card.of_module(
+    globals(),
     # LayerNormalization is ONNX Runtime's own fused kernel: the standard
     # form is the ort route's too.
+    name="layer_norm",
+    call=layer_norm,
     ort=None,
-    reference=reference,
-    samples=samples,
-    bench_inputs=bench_inputs,
-    composite=composite,
-    builtin=builtin,
     layout=Layout({"x": "...d", "weight": "d", "bias": "d", "y": "...d"}, whole="d"),
 )

@@ -127,14 +127,10 @@ def layout(channels_last_in=True, **_):
     return Layout({"image": image, "y": "nchw"}, whole="c")
 
 
-CARD = Card(
+CARD = Card.of_module(
+    globals(),
     name="normalize_image",
     call=normalize_image,
-    standard=standard,
-    reference=reference,
-    samples=samples,
-    bench_inputs=bench_inputs,
-    composite=composite,
-    bench_backward=False,  # uint8 input
+    bench_backward=False,
     layout=layout,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from opbridge.ops._card import Card, Layout, Sample
-from opbridge.ops._inputs import bench_generator, bench_randn, make, with_grad
+from opbridge.ops._inputs import SampleTensors, bench_generator, bench_randn, with_grad
 from opbridge.ops.builder import Builder
 
 
@@ -185,10 +185,8 @@ def reference(x, cos, sin, interleaved=False):
 
 
 def samples(dtype=torch.float32, requires_grad=False, *, large=True, seed=0):
-    g = torch.Generator().manual_seed(seed)
-
-    def t(shape, scale=1.0):
-        return make(shape, dtype, requires_grad, g, scale)
+    tensors = SampleTensors(dtype, requires_grad, seed)
+    t, g = tensors.t, tensors.generator
 
     def tables(seq, half):
         angles = torch.rand((seq, half), dtype=torch.float64, generator=g) * 6.3
@@ -286,17 +284,12 @@ def composite(x, cos, sin, interleaved=False):
     return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)
 
 
-CARD = Card(
-    name="rotary_embedding",
-    call=rotary_embedding,
-    standard=standard,
-    ort=ort,
-    reference=reference,
-    samples=samples,
-    bench_inputs=bench_inputs,
-    composite=composite,
+CARD = Card.of_module(
+    globals(),
     # x [batch, seq, heads, head_dim]; cos/sin [seq, half] or [batch, seq, half]
     # (batch 1 broadcasts). head_dim and half are rotated: whole.
+    name="rotary_embedding",
+    call=rotary_embedding,
     layout=Layout(
         {"x": "bshk", "cos": ("sr", "bsr"), "sin": ("sr", "bsr"), "y": "bshk"}, whole="kr"
     ),

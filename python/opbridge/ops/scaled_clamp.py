@@ -66,14 +66,9 @@ def builtin(x, scale, min_val=0.0, max_val=6.0):
     return torch.mul(x, scale).clamp_(min_val, max_val)
 
 
-CARD = Card(
+CARD = Card.of_module(
+    globals(),
     name="scaled_clamp",
     call=scaled_clamp,
-    standard=standard,
-    reference=reference,
-    samples=samples,
-    bench_inputs=bench_inputs,
-    composite=composite,
-    builtin=builtin,
     layout=Layout({"x": "...", "y": "..."}),
 )
