@@ -30,6 +30,16 @@ class Signature:
     types: tuple[tuple[str, tuple[str, ...]], ...] = (("T", _FLOATS),)
 
 
+# The outputs and types of the Skip*Normalization operators: the norm, its
+# statistics and the sum of the input and the skip (all but the norm optional).
+_SKIP_NORM_OUTPUTS = (
+    ("output", "T", False),
+    ("mean", "U", True),
+    ("inv_std_var", "U", True),
+    ("input_skip_bias_sum", "T", True),
+)
+_SKIP_NORM_TYPES = (("T", _FLOATS), ("U", ("tensor(float)",)))
+
 SCHEMAS: dict[str, Signature] = {
     "SimplifiedLayerNormalization": Signature(
         domain="",
@@ -43,14 +53,9 @@ SCHEMAS: dict[str, Signature] = {
         domain=MICROSOFT,
         since_version=1,
         inputs=(("input", "T", False), ("skip", "T", False), ("gamma", "T", False)),
-        outputs=(
-            ("output", "T", False),
-            ("mean", "U", True),
-            ("inv_std_var", "U", True),
-            ("input_skip_bias_sum", "T", True),
-        ),
+        outputs=_SKIP_NORM_OUTPUTS,
         attrs=(("epsilon", "float"),),
-        types=(("T", _FLOATS), ("U", ("tensor(float)",))),
+        types=_SKIP_NORM_TYPES,
     ),
     "SkipLayerNormalization": Signature(
         domain=MICROSOFT,
@@ -63,14 +68,9 @@ SCHEMAS: dict[str, Signature] = {
             ("beta", "T", True),
             ("bias", "T", True),
         ),
-        outputs=(
-            ("output", "T", False),
-            ("mean", "U", True),
-            ("inv_std_var", "U", True),
-            ("input_skip_bias_sum", "T", True),
-        ),
+        outputs=_SKIP_NORM_OUTPUTS,
         attrs=(("epsilon", "float"),),
-        types=(("T", _FLOATS), ("U", ("tensor(float)",))),
+        types=_SKIP_NORM_TYPES,
     ),
     "BiasGelu": Signature(
         domain=MICROSOFT,

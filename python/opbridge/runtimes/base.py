@@ -437,6 +437,51 @@ class Runtime:
         return timer
 
 
+def smoke_error(run: Callable[[Any, dict], list]) -> float:
+    """The smoke test ``opbridge doctor`` runs in each runtime: a one-node
+    custom-route model (``opbridge::RmsNorm`` on x [2, 8], weight [8]) run by
+    ``run(model, feeds)`` (the runtime's session on the ``ModelProto``,
+    returning the outputs), against the PyTorch call; the max abs error."""
+    import numpy as np
+    import torch
+    from onnx import TensorProto, helper
+
+    from opbridge.ops import rms_norm
+
+    node = helper.make_node("RmsNorm", ["x", "w"], ["y"], domain="opbridge", eps=1e-6)
+    graph = helper.make_graph(
+        [node],
+        "doctor",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8]),
+            helper.make_tensor_value_info("w", TensorProto.FLOAT, [8]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])],
+    )
+    model = helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("opbridge", 1)],
+        ir_version=10,
+    )
+    x = np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)
+    w = np.ones(8, np.float32)
+    (got,) = run(model, {"x": x, "w": w})
+    expected = rms_norm(torch.from_numpy(x), torch.from_numpy(w)).numpy()
+    return float(np.abs(np.asarray(got) - expected).max())
+
+
+def smoke_check(label: str, run: Callable[[Any, dict], list]) -> RuntimeCheck:
+    """:func:`smoke_error` as a runtime's doctor check, ``<label> runs
+    opbridge::RmsNorm``: at most 1e-5 off; an error running it is the
+    check's detail."""
+    name = f"{label} runs opbridge::RmsNorm"
+    try:
+        error = smoke_error(run)
+    except Exception as failure:
+        return RuntimeCheck(name, False, str(failure))
+    return RuntimeCheck(name, error <= 1e-5, f"max abs err {error:.2e}")
+
+
 def median_ms(call: Callable[[], object], warmup: int = WARMUP, repeats: int = REPEATS) -> float:
     """The median of ``repeats`` timed calls after ``warmup``, in milliseconds."""
     for _ in range(warmup):

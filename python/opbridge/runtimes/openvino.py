@@ -23,7 +23,14 @@ from typing import Any
 
 from opbridge import _dtypes
 from opbridge._library import BUILTIN, Library, libraries, library_for_domain
-from opbridge.runtimes.base import Runtime, RuntimeCheck, WrongForm, cycle_text, graph_cycle
+from opbridge.runtimes.base import (
+    Runtime,
+    RuntimeCheck,
+    WrongForm,
+    cycle_text,
+    graph_cycle,
+    smoke_check,
+)
 from opbridge.runtimes.onnxruntime import (
     _nodes,
     check_op_types,
@@ -457,36 +464,6 @@ def built_with(library: Library | None = None) -> str:
     return function().decode()
 
 
-def _smoke_error() -> float:
-    """Runs a one-node custom-route model through the extension; the max error."""
-    import numpy as np
-    import torch
-    from onnx import TensorProto, helper
-
-    from opbridge.ops import rms_norm
-
-    node = helper.make_node("RmsNorm", ["x", "w"], ["y"], domain="opbridge", eps=1e-6)
-    graph = helper.make_graph(
-        [node],
-        "doctor",
-        [
-            helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8]),
-            helper.make_tensor_value_info("w", TensorProto.FLOAT, [8]),
-        ],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 8])],
-    )
-    model = helper.make_model(
-        graph,
-        opset_imports=[helper.make_opsetid("", 18), helper.make_opsetid("opbridge", 1)],
-        ir_version=10,
-    )
-    x = np.random.default_rng(0).standard_normal((2, 8)).astype(np.float32)
-    w = np.ones(8, np.float32)
-    (got,) = _session(model).run(None, {"x": x, "w": w})
-    expected = rms_norm(torch.from_numpy(x), torch.from_numpy(w)).numpy()
-    return float(np.abs(got - expected).max())
-
-
 def _installed() -> bool:
     try:
         import openvino  # noqa: F401
@@ -513,15 +490,7 @@ def _checks() -> list[RuntimeCheck]:
         ]
     except Exception as failure:
         checks = [RuntimeCheck("OpenVINO matches the extension's build", False, str(failure))]
-    try:
-        error = _smoke_error()
-        checks.append(
-            RuntimeCheck(
-                "OpenVINO runs opbridge::RmsNorm", error <= 1e-5, f"max abs err {error:.2e}"
-            )
-        )
-    except Exception as failure:
-        checks.append(RuntimeCheck("OpenVINO runs opbridge::RmsNorm", False, str(failure)))
+    checks.append(smoke_check("OpenVINO", lambda model, feeds: _session(model).run(None, feeds)))
     return checks
 
 
