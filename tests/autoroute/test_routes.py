@@ -287,7 +287,8 @@ def test_auto_lists_the_ort_route_unmeasured_for_an_op_without_an_ort_form():
 
 def test_auto_never_picks_a_route_that_fails_verification():
     from opbridge.autoroute import choose
-    from opbridge.export import _DECOMPOSITIONS, register_decomposition
+    from opbridge.export import register_decomposition
+    from opbridge.export.decompositions import _DECOMPOSITIONS
 
     def wrong(b, x, weight, bias=None, *, eps):
         return b.op("Mul", x, weight)

@@ -454,7 +454,7 @@ def test_legacy_export_has_no_unused_custom_opset_warning(capfd, route):
 def test_legacy_export_imports_a_library_domain_at_the_library_version(monkeypatch):
     import dataclasses
 
-    import opbridge.export as export_module
+    import opbridge.export.metadata as export_module
 
     builtin = export_module.library_for_domain("opbridge")
     bumped = dataclasses.replace(builtin, domain_version=builtin.domain_version + 2)

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 import opbridge
-from opbridge.export import ExportError, _decomposition, form_checks
+from opbridge.export import ExportError, form_checks
+from opbridge.export.decompositions import _DECOMPOSITIONS, _decomposition
 from opbridge.export.nodes import bind
 from opbridge.ops import card
 from opbridge.ops.builder import ProtoBuilder, ProtoValue
@@ -32,7 +33,7 @@ def rms_norm_form():
         opbridge.export.register_decomposition(qualified, form)
 
     yield register
-    opbridge.export._DECOMPOSITIONS.pop(qualified, None)
+    _DECOMPOSITIONS.pop(qualified, None)
 
 
 def _rms(b, x, weight, eps, axis=-1):

@@ -15,9 +15,10 @@ import numpy as np
 import torch
 
 from opbridge import runtimes
-from opbridge.export import METADATA_ROUTE_KEY, dynamic_spec, routes
+from opbridge.export import dynamic_spec, routes
 from opbridge.export import export as export_onnx
 from opbridge.export.functions import library_functions
+from opbridge.export.metadata import METADATA_ROUTE_KEY
 from opbridge.runtimes.onnxruntime import InferenceSession, load_model
 from opbridge.verify import reference as against_reference
 from opbridge.verify.comparison import Tolerance, compare
@@ -90,7 +91,7 @@ def verify(
 
     ``args`` are the example inputs (a tuple, or one tensor). Without
     ``onnx_model`` the model is exported by ``route`` (required: one of
-    ``opbridge.export.ROUTES``) with a dynamic batch dimension
+    ``opbridge.export.routes.choices()``) with a dynamic batch dimension
     (``dynamic_batch=False`` or ``dynamic_shapes`` to choose otherwise).
     ``onnx_model`` (a path, bytes or ``ModelProto``) is verified as given,
     by the route its ``opbridge.route`` metadata names; ``route`` is then

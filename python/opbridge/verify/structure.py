@@ -8,11 +8,11 @@ from __future__ import annotations
 import torch
 
 from opbridge._library import ONNX_DOMAIN, ONNX_DOMAIN_VERSION, VERSION, libraries
-from opbridge.export import (
+from opbridge.export import routes
+from opbridge.export.metadata import (
     METADATA_DOMAIN_VERSION_KEY,
     METADATA_ROUTE_KEY,
     METADATA_VERSION_KEY,
-    routes,
 )
 from opbridge.export.routes.custom import nodes_match_specs
 from opbridge.verify.status import FAIL, PASS, WARN, Check, one_line
