@@ -159,50 +159,12 @@ def export(
     ai.onnx domain kept as exported, or the model as exported and a
     :class:`~opbridge.export.simplify.SimplifyWarning` that says why.
     """
-    import onnx
-
     settings = (options or ExportOptions()).merged(kwargs, "opbridge.export.export")
-    opset, dynamo, dynamic_shapes = settings.opset, settings.dynamo, settings.dynamic_shapes
-    label = None
-    if isinstance(route, str) and route in _RESOLVERS:
-        route = _RESOLVERS[route](model, args, settings)
-    if hasattr(route, "plan"):  # a RouteChoice
-        avoid = settings.avoid | frozenset(getattr(route, "avoid", ()))
-        settings = dataclasses.replace(settings, avoid=avoid)
-        route, label = dict(route.plan), "auto"
-    _check_route(route)
-    if settings.dynamic_batch:
-        if dynamic_shapes is not None:
-            raise TypeError(
-                "opbridge.export.export: pass dynamic_shapes or dynamic_batch=True, not both"
-            )
-        # The legacy exporter names inputs flat; torch.export groups *args.
-        dynamic_shapes = batch_dynamic_shapes(args, model if dynamo else None)
-    opset = check_opset(opset, dynamo=dynamo)
-    try:
-        if dynamo:
-            proto, conversion = _export_dynamo(
-                model, args, route, opset, dynamic_shapes, kwargs, settings.avoid
-            )
-        else:
-            conversion = None
-            register_legacy_symbolics(route, opset=opset, avoid=settings.avoid)
-            if dynamic_shapes is not None:
-                kwargs = _legacy_dynamic_axes(args, dynamic_shapes, kwargs)
-            buffer = io.BytesIO()
-            # No custom_opsets: given a domain the graph turns out not to use,
-            # torch warns "Custom opset domain ... is not used in the model"
-            # (for every model without library nodes); the library domains
-            # the graph does use get their versions here instead.
-            torch.onnx.export(model, args, buffer, dynamo=False, opset_version=opset, **kwargs)
-            proto = onnx.load_from_string(buffer.getvalue())
-            _set_library_domain_versions(proto)
-    except Exception as error:
-        refused = _find_cause(error, ExportError)
-        if refused is not None and refused is not error:
-            raise ExportError(str(refused)) from error
-        raise
-    _check_opset_import(proto, opset, dynamo, conversion)
+    route, label, settings = _resolve_route(route, model, args, settings)
+    dynamic_shapes = _dynamic_shapes(model, args, settings)
+    opset = check_opset(settings.opset, dynamo=settings.dynamo)
+    proto, conversion = _run_exporter(model, args, route, opset, dynamic_shapes, kwargs, settings)
+    _check_opset_import(proto, opset, settings.dynamo, conversion)
     drop_unused_outputs(proto)
     _finish(proto, route, opset, settings.avoid)
     stamp_metadata(proto, route, label)
@@ -211,11 +173,73 @@ def export(
 
         proto, _ = simplify(proto)
     if f is not None:
-        if isinstance(f, io.BytesIO):
-            f.write(proto.SerializeToString())
-        else:
-            onnx.save(proto, os.fspath(f))
+        _write(proto, f)
     return proto
+
+
+def _resolve_route(route, model, args, settings: ExportOptions):
+    """``(route, label, settings)``: a route name a resolver answers for
+    (``"auto"``) replaced by its plan, a :class:`RouteChoice` by its plan
+    (recorded as "auto", its avoided forms added to the settings'); checked."""
+    label = None
+    if isinstance(route, str) and route in _RESOLVERS:
+        route = _RESOLVERS[route](model, args, settings)
+    if hasattr(route, "plan"):  # a RouteChoice
+        avoid = settings.avoid | frozenset(getattr(route, "avoid", ()))
+        settings = dataclasses.replace(settings, avoid=avoid)
+        route, label = dict(route.plan), "auto"
+    _check_route(route)
+    return route, label, settings
+
+
+def _dynamic_shapes(model, args, settings: ExportOptions):
+    """The settings' ``dynamic_shapes``, or those ``dynamic_batch=True`` makes."""
+    if not settings.dynamic_batch:
+        return settings.dynamic_shapes
+    if settings.dynamic_shapes is not None:
+        raise TypeError(
+            "opbridge.export.export: pass dynamic_shapes or dynamic_batch=True, not both"
+        )
+    # The legacy exporter names inputs flat; torch.export groups *args.
+    return batch_dynamic_shapes(args, model if settings.dynamo else None)
+
+
+def _run_exporter(model, args, route, opset: int, dynamic_shapes, kwargs, settings: ExportOptions):
+    """``(proto, conversion)``: the model exported by the settings' exporter
+    (the conversion log of the dynamo exporter's version converter, else
+    None); an :class:`ExportError` raised inside torch's exporter comes out
+    as itself."""
+    import onnx
+
+    try:
+        if settings.dynamo:
+            return _export_dynamo(model, args, route, opset, dynamic_shapes, kwargs, settings.avoid)
+        register_legacy_symbolics(route, opset=opset, avoid=settings.avoid)
+        if dynamic_shapes is not None:
+            kwargs = _legacy_dynamic_axes(args, dynamic_shapes, kwargs)
+        buffer = io.BytesIO()
+        # No custom_opsets: given a domain the graph turns out not to use,
+        # torch warns "Custom opset domain ... is not used in the model"
+        # (for every model without library nodes); the library domains
+        # the graph does use get their versions here instead.
+        torch.onnx.export(model, args, buffer, dynamo=False, opset_version=opset, **kwargs)
+        proto = onnx.load_from_string(buffer.getvalue())
+        _set_library_domain_versions(proto)
+        return proto, None
+    except Exception as error:
+        refused = _find_cause(error, ExportError)
+        if refused is not None and refused is not error:
+            raise ExportError(str(refused)) from error
+        raise
+
+
+def _write(proto, f) -> None:
+    import onnx
+
+    if isinstance(f, io.BytesIO):
+        f.write(proto.SerializeToString())
+    else:
+        onnx.save(proto, os.fspath(f))
 
 
 def _finish(proto, route: str | dict, opset: int, avoid: frozenset[str] = frozenset()) -> None:
