@@ -142,65 +142,137 @@ def verify(
     """
     runtime = runtimes.get(runtime)
     settings = (options or VerifyOptions()).merged(keywords)
-    rtol, atol, session_factory = settings.rtol, settings.atol, settings.session_factory
-    exporting, sweep = settings.export, settings.sweep
-    opset, dynamo = exporting.opset, exporting.dynamo
-    dynamic_shapes, dynamic_batch = exporting.dynamic_shapes, exporting.dynamic_batch
-    dynamic_sequence = settings.dynamic_sequence
-    levels, batch_sizes, sequence_lengths = sweep.levels, sweep.batch_sizes, sweep.sequence_lengths
-    draws, inputs, seed, layers = sweep.draws, sweep.inputs, sweep.seed, sweep.layers
-    if route is not None and route not in routes.choices():
-        raise ValueError(f"opbridge.verify: route must be one of {routes.choices()}, got {route!r}")
-    tolerance = Tolerance(rtol, atol)
+    sequence_lengths = _check_arguments(route, model, reference, settings)
+    args = _example_args(args)
+    # The base level is the reference for the others; main_level is reported as the final outputs.
+    levels, main_level = resolve_levels(settings.sweep.levels, runtime)
+    proto, source, route, asked = _model_to_verify(
+        model, args, route, onnx_model, settings, runtime
+    )
+    tolerance = Tolerance(settings.rtol, settings.atol)
+    report = _describe(model, args, proto, source, route, reference, runtime, tolerance)
+    # A given model's graph says whether its batch is dynamic; an export, what was asked.
+    exporting = settings.export
+    if onnx_model is not None:
+        batch_dynamic = report.dynamic_batch
+    else:
+        batch_dynamic = exporting.dynamic_batch or exporting.dynamic_shapes is not None
+    report.warnings = _batch_one_warning(args, batch_dynamic) + _asked_but_static(asked, report)
+    report.levels = levels
+    report.runtime = runtime.name
+    report.base_level = runtime.base_level
+    report.default_level = main_level
+    sweep = settings.sweep
+    cases, report.batch_sweep, report.sequence_sweep = build_cases(
+        args,
+        report.inputs,
+        batch_sizes=sweep.batch_sizes,
+        draws=sweep.draws,
+        inputs=sweep.inputs,
+        seed=sweep.seed,
+        sequence=settings.dynamic_sequence,
+        sequence_lengths=sequence_lengths,
+    )
+    run = _Run(
+        model=model,
+        report=report,
+        cases=cases,
+        levels=levels,
+        main_level=main_level,
+        base_level=runtime.base_level,
+        tolerance=tolerance,
+        factory=settings.session_factory or session_factory_of(runtime),
+        reference=reference,
+        runtime_label=runtime.label,
+        runtime=runtime if settings.session_factory is None else None,
+    )
+    # The report has the wrong forms' check: its sessions neither warn of them
+    # nor refuse them, so that a model that has one is reported on.
+    with runtimes.reporting_wrong_forms():
+        run.open_sessions(proto, args, sweep.layers)
+        run.open_bodies(proto)
+        run.run()
+        run.check_kernels(proto)
+        run.report_bodies()
+        if reference is not None:
+            run.compare_with_reference(args, sweep.layers)
+    report.passed = not report.failures()
+    return report
+
+
+def _example_args(args: Any) -> tuple:
+    """The example inputs as a tuple (one tensor becomes a tuple of one)."""
     if isinstance(args, torch.Tensor):
-        args = (args,)
+        return (args,)
     if not isinstance(args, tuple):
         raise TypeError(
             f"opbridge.verify: args must be a tuple of example inputs, got {type(args).__name__}"
         )
+    return args
+
+
+def _check_arguments(route, model, reference, settings: VerifyOptions) -> list[int] | None:
+    """Refuses a route, a reference model and settings that cannot go
+    together; returns the sequence lengths to sweep (None: the default)."""
+    if route is not None and route not in routes.choices():
+        raise ValueError(f"opbridge.verify: route must be one of {routes.choices()}, got {route!r}")
     if reference is not None:
         against_reference.check_reference(model, reference)
-    if dynamic_sequence and dynamic_shapes is not None:
+    if settings.dynamic_sequence and settings.export.dynamic_shapes is not None:
         raise TypeError("opbridge.verify: pass dynamic_shapes or dynamic_sequence=True, not both")
-    if sequence_lengths is not None:
-        sequence_lengths = list(sequence_lengths)
-        if not sequence_lengths or not all(
-            isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in sequence_lengths
-        ):
-            raise ValueError(
-                "opbridge.verify: sequence_lengths must be positive integers, got "
-                f"{sequence_lengths!r}"
-            )
-    # The base level is the reference for the others; main_level is reported as the final outputs.
-    levels, main_level = resolve_levels(levels, runtime)
+    sequence_lengths = settings.sweep.sequence_lengths
+    if sequence_lengths is None:
+        return None
+    sequence_lengths = list(sequence_lengths)
+    if not sequence_lengths or not all(
+        isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in sequence_lengths
+    ):
+        raise ValueError(
+            f"opbridge.verify: sequence_lengths must be positive integers, got {sequence_lengths!r}"
+        )
+    return sequence_lengths
 
-    asked: set[str] = set()  # the dimensions an export by verify is asked to make dynamic
+
+def _model_to_verify(model, args: tuple, route, onnx_model, settings: VerifyOptions, runtime):
+    """``(proto, source, route, asked)``: the given model with the route its
+    metadata names, or the model exported by ``route`` (``asked``: the
+    dimensions the export was asked to make dynamic)."""
+    asked: set[str] = set()
     if onnx_model is not None:
         proto, source = _load_model(onnx_model)
-        route = _model_route(proto, route)
-    elif route is None:
+        return proto, source, _model_route(proto, route), asked
+    if route is None:
         raise TypeError(
             f"opbridge.verify: route is required to export the model: pass route= one of "
             f"{routes.choices()} (or onnx_model= to verify a model as given)"
         )
-    else:
-        proto, source = _export(
-            model,
-            args,
-            route,
-            opset,
-            dynamo,
-            dynamic_shapes,
-            dynamic_batch,
-            dynamic_sequence,
-            exporting.avoid | runtime.avoid(),
-        )
-        tensors = leaves(args)
-        if dynamic_shapes is None and dynamic_batch and tensors and tensors[0].dim() > 0:
-            asked.add("batch")
-        if dynamic_sequence and any(t.dim() >= 2 for t in tensors):
-            asked.add("sequence")
+    exporting = settings.export
+    proto, source = _export(
+        model,
+        args,
+        route,
+        exporting.opset,
+        exporting.dynamo,
+        exporting.dynamic_shapes,
+        exporting.dynamic_batch,
+        settings.dynamic_sequence,
+        exporting.avoid | runtime.avoid(),
+    )
+    tensors = leaves(args)
+    batch = exporting.dynamic_shapes is None and exporting.dynamic_batch
+    if batch and tensors and tensors[0].dim() > 0:
+        asked.add("batch")
+    if settings.dynamic_sequence and any(t.dim() >= 2 for t in tensors):
+        asked.add("sequence")
+    return proto, source, route, asked
 
+
+def _describe(
+    model, args, proto, source, route, reference, runtime, tolerance
+) -> VerificationReport:
+    """A report on ``proto`` before anything runs: its structure checks
+    (the route's rules, the runtime's wrong forms and lowered dtypes, a
+    reference in training mode), its inputs and outputs."""
     with torch.no_grad():
         example_outputs = leaves(model(*args))
     report = VerificationReport(
@@ -233,51 +305,6 @@ def verify(
     report.outputs_info = [io_info(v) for v in proto.graph.output]
     report.dynamic_batch, report.dynamic_sequence = dynamic_axes(report.inputs)
     report.shapes = shapes_line(report.inputs)
-    # A given model's graph says whether its batch is dynamic; an export, what was asked.
-    if onnx_model is not None:
-        batch_dynamic = report.dynamic_batch
-    else:
-        batch_dynamic = dynamic_batch or dynamic_shapes is not None
-    report.warnings = _batch_one_warning(args, batch_dynamic) + _asked_but_static(asked, report)
-    report.levels = levels
-    report.runtime = runtime.name
-    report.base_level = runtime.base_level
-    report.default_level = main_level
-    cases, report.batch_sweep, report.sequence_sweep = build_cases(
-        args,
-        report.inputs,
-        batch_sizes=batch_sizes,
-        draws=draws,
-        inputs=inputs,
-        seed=seed,
-        sequence=dynamic_sequence,
-        sequence_lengths=sequence_lengths,
-    )
-
-    run = _Run(
-        model=model,
-        report=report,
-        cases=cases,
-        levels=levels,
-        main_level=main_level,
-        base_level=runtime.base_level,
-        tolerance=tolerance,
-        factory=session_factory or session_factory_of(runtime),
-        reference=reference,
-        runtime_label=runtime.label,
-        runtime=runtime if session_factory is None else None,
-    )
-    # The report has the wrong forms' check: its sessions neither warn of them
-    # nor refuse them, so that a model that has one is reported on.
-    with runtimes.reporting_wrong_forms():
-        run.open_sessions(proto, args, layers)
-        run.open_bodies(proto)
-        run.run()
-        run.check_kernels(proto)
-        run.report_bodies()
-        if reference is not None:
-            run.compare_with_reference(args, layers)
-    report.passed = not report.failures()
     return report
 
 
