@@ -7,16 +7,7 @@ from collections.abc import Sequence
 import torch
 from torch import nn
 
-from opbridge.ops import (
-    add_layer_norm,
-    add_rms_norm,
-    bias_gelu,
-    layer_norm,
-    normalize_image,
-    rms_norm,
-    rotary_embedding,
-    scaled_clamp,
-)
+from opbridge import ops
 
 
 class ScaledClamp(nn.Module):
@@ -29,7 +20,7 @@ class ScaledClamp(nn.Module):
         self.max_val = float(max_val)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return scaled_clamp(x, self.scale, self.min_val, self.max_val)
+        return ops.scaled_clamp(x, self.scale, self.min_val, self.max_val)
 
     def extra_repr(self) -> str:
         return f"scale={self.scale}, min_val={self.min_val}, max_val={self.max_val}"
@@ -69,7 +60,7 @@ class RMSNorm(nn.Module):
         return self.weight + self.offset if self.offset else self.weight
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return rms_norm(x, self.scale(), self.bias, self.eps)
+        return ops.rms_norm(x, self.scale(), self.bias, self.eps)
 
     def extra_repr(self) -> str:
         offset = f", offset={self.offset}" if self.offset else ""
@@ -84,7 +75,7 @@ class AddRMSNorm(RMSNorm):
     """
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return add_rms_norm(x, residual, self.scale(), self.bias, self.eps)
+        return ops.add_rms_norm(x, residual, self.scale(), self.bias, self.eps)
 
 
 class LayerNorm(nn.Module):
@@ -127,7 +118,7 @@ class LayerNorm(nn.Module):
             self.register_parameter("bias", None)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return layer_norm(x, self.weight, self.bias, self.eps)
+        return ops.layer_norm(x, self.weight, self.bias, self.eps)
 
     def extra_repr(self) -> str:
         return (
@@ -142,7 +133,7 @@ class LayerNorm2d(LayerNorm):
     kernel on the channels-last view. Parameters as :class:`LayerNorm`."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = layer_norm(x.permute(0, 2, 3, 1), self.weight, self.bias, self.eps)
+        y = ops.layer_norm(x.permute(0, 2, 3, 1), self.weight, self.bias, self.eps)
         return y.permute(0, 3, 1, 2)
 
 
@@ -154,7 +145,7 @@ class AddLayerNorm(LayerNorm):
     """
 
     def forward(self, x: torch.Tensor, residual: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        return add_layer_norm(x, residual, self.weight, self.bias, self.eps)
+        return ops.add_layer_norm(x, residual, self.weight, self.bias, self.eps)
 
 
 class BiasGELU(nn.Module):
@@ -177,7 +168,7 @@ class BiasGELU(nn.Module):
         self.bias = nn.Parameter(torch.zeros(self.dim, device=device, dtype=dtype))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return bias_gelu(x, self.bias, self.approximate)
+        return ops.bias_gelu(x, self.bias, self.approximate)
 
     def extra_repr(self) -> str:
         return f"{self.dim}, approximate={self.approximate!r}"
@@ -222,7 +213,7 @@ class RotaryEmbedding(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         seq = x.shape[1]
-        return rotary_embedding(x, self.cos[:seq], self.sin[:seq], self.interleaved)
+        return ops.rotary_embedding(x, self.cos[:seq], self.sin[:seq], self.interleaved)
 
     def extra_repr(self) -> str:
         return (
@@ -246,7 +237,7 @@ class NormalizeImage(nn.Module):
         self.channels_last_in = bool(channels_last_in)
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
-        return normalize_image(image, self.mean, self.std, self.channels_last_in)
+        return ops.normalize_image(image, self.mean, self.std, self.channels_last_in)
 
     def extra_repr(self) -> str:
         return f"mean={self.mean}, std={self.std}, channels_last_in={self.channels_last_in}"

@@ -166,3 +166,23 @@ def probe_post_norm(module: nn.Module, fused: type) -> str | None:
     x = torch.randn((2, 3, dense.in_features), generator=generator).to(dense.weight)
     residual = torch.randn((2, 3, dense.out_features), generator=generator).to(dense.weight)
     return compare(module, fused, lambda: module(x, residual))
+
+
+def decoder_family(
+    name: str, rule: str, matches: Callable, after_attention: Callable, norm_before_mlp: str
+) -> Family:
+    """The family of a decoder layer: its forward kept up to the attention,
+    ``after_attention(self, attended, residual)`` from there
+    (:func:`decoder_forward`), ready when the layer's ``norm_before_mlp``
+    is an RMSNorm, probed with rotary tables."""
+    return Family(
+        name=name,
+        kind="decoder",
+        rule=rule,
+        matches=matches,
+        ready=lambda module: needs(
+            getattr(module, norm_before_mlp), "its norm before the MLP", obnn.RMSNorm
+        ),
+        forward=lambda cls: decoder_forward(cls.forward, after_attention),
+        probe=probe_rotary_layer,
+    )

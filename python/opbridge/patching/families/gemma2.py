@@ -3,15 +3,11 @@ the pre-feed-forward norm (``add_rms_norm``)."""
 
 from __future__ import annotations
 
-from opbridge import nn as obnn
 from opbridge.patching.families.llama import RULE, is_decoder_layer
 from opbridge.patching.forwards import (
-    Family,
     add_norm,
     children,
-    decoder_forward,
-    needs,
-    probe_rotary_layer,
+    decoder_family,
 )
 
 CHILDREN = {
@@ -30,14 +26,10 @@ def after_attention(self, attended, residual):
     return residual + self.post_feedforward_layernorm(self.mlp(attended))
 
 
-FAMILY = Family(
-    name="gemma2",
-    kind="decoder",
-    rule=RULE,
-    matches=lambda module: is_decoder_layer(module) and children(module) == CHILDREN,
-    ready=lambda module: needs(
-        module.pre_feedforward_layernorm, "its norm before the MLP", obnn.RMSNorm
-    ),
-    forward=lambda cls: decoder_forward(cls.forward, after_attention),
-    probe=probe_rotary_layer,
+FAMILY = decoder_family(
+    "gemma2",
+    RULE,
+    lambda module: is_decoder_layer(module) and children(module) == CHILDREN,
+    after_attention,
+    norm_before_mlp="pre_feedforward_layernorm",
 )

@@ -5,14 +5,10 @@ from __future__ import annotations
 
 from torch import nn
 
-from opbridge import nn as obnn
 from opbridge.patching.forwards import (
-    Family,
     add_norm,
     children,
-    decoder_forward,
-    needs,
-    probe_rotary_layer,
+    decoder_family,
 )
 
 CORE = {"input_layernorm", "self_attn", "post_attention_layernorm", "mlp"}
@@ -28,14 +24,10 @@ def after_attention(self, attended, residual):
     return residual + self.mlp(attended)
 
 
-FAMILY = Family(
-    name="llama",
-    kind="decoder",
-    rule=RULE,
-    matches=lambda module: is_decoder_layer(module) and children(module) == CORE,
-    ready=lambda module: needs(
-        module.post_attention_layernorm, "its norm before the MLP", obnn.RMSNorm
-    ),
-    forward=lambda cls: decoder_forward(cls.forward, after_attention),
-    probe=probe_rotary_layer,
+FAMILY = decoder_family(
+    "llama",
+    RULE,
+    lambda module: is_decoder_layer(module) and children(module) == CORE,
+    after_attention,
+    norm_before_mlp="post_attention_layernorm",
 )

@@ -3,15 +3,11 @@ applies to the attention and MLP outputs."""
 
 from __future__ import annotations
 
-from opbridge import nn as obnn
 from opbridge.patching.families.llama import CORE, RULE, is_decoder_layer
 from opbridge.patching.forwards import (
-    Family,
     add_norm,
     children,
-    decoder_forward,
-    needs,
-    probe_rotary_layer,
+    decoder_family,
 )
 
 DROPOUTS = {"resid_attn_dropout", "resid_mlp_dropout"}
@@ -32,14 +28,6 @@ def _matches(module) -> bool:
     return is_decoder_layer(module) and CORE < found <= CORE | DROPOUTS
 
 
-FAMILY = Family(
-    name="phi3",
-    kind="decoder",
-    rule=RULE,
-    matches=_matches,
-    ready=lambda module: needs(
-        module.post_attention_layernorm, "its norm before the MLP", obnn.RMSNorm
-    ),
-    forward=lambda cls: decoder_forward(cls.forward, after_attention),
-    probe=probe_rotary_layer,
+FAMILY = decoder_family(
+    "phi3", RULE, _matches, after_attention, norm_before_mlp="post_attention_layernorm"
 )
