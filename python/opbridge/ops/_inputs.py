@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import torch
+
+from opbridge.ops._card import Sample
 
 
 def make(shape, dtype, requires_grad, generator, scale=1.0) -> torch.Tensor:
@@ -29,6 +33,22 @@ class SampleTensors:
     def weight(self, n: int) -> torch.Tensor:
         w = 1 + 0.1 * make((n,), self.dtype, False, self.generator)
         return w.detach().requires_grad_(self.requires_grad)
+
+    def large_norm_samples(self, residual: bool = False) -> Iterator[Sample]:
+        """A norm's two large samples: a very long row (x [2, 65536] and a
+        weight) and many rows (x [4096, 8], a weight and a bias), each x
+        followed by a residual of its shape when ``residual``."""
+        for shape, bias, label in (
+            ((2, 65536), False, "very long row"),
+            ((4096, 8), True, "many rows"),
+        ):
+            args = [self.t(shape)]
+            if residual:
+                args.append(self.t(shape))
+            args.append(self.weight(shape[-1]))
+            if bias:
+                args.append(self.t((shape[-1],)))
+            yield Sample(tuple(args), label=label)
 
 
 def bench_randn(shape, dtype, generator) -> torch.Tensor:

@@ -85,8 +85,7 @@ def samples(dtype=torch.float32, requires_grad=False, *, large=True, seed=0):
         label="non-contiguous",
     )
     if large:
-        yield Sample((t((2, 65536)), t((2, 65536)), w(65536)), label="very long row")
-        yield Sample((t((4096, 8)), t((4096, 8)), w(8), t((8,))), label="many rows")
+        yield from tensors.large_norm_samples(residual=True)
 
 
 def bench_inputs(shape, dtype, requires_grad=False):
