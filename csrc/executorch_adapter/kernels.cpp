@@ -37,6 +37,7 @@
 #include <utility>
 #include <vector>
 
+#include "opbridge/checks.h"
 #include "opbridge/dtype_name.h"
 #include "opbridge/runtime_checks.h"
 #include "opbridge/spec.h"
@@ -109,12 +110,6 @@ const char* ExpectedKind(AttrType type) {
       return "a float list";
   }
   return "?";
-}
-
-std::string ShapeText(const Shape& shape) {
-  std::string text = "[";
-  for (size_t i = 0; i < shape.size(); ++i) text += (i ? ", " : "") + std::to_string(shape[i]);
-  return text + "]";
 }
 
 // The dtype and shape of a tensor of the program, or an error naming the
@@ -240,15 +235,16 @@ Status Run(const OpSpec& spec, et::Span<et::EValue*> stack) {
     for (int64_t dim : want.shape) {
       if (dim < 0 || dim > std::numeric_limits<::executorch::aten::SizesType>::max()) {
         return Status::Error(spec.QualifiedName() + ": " + what + " would have shape " +
-                             ShapeText(want.shape) + ", beyond what an ExecuTorch tensor holds");
+                             FormatShape(want.shape) + ", beyond what an ExecuTorch tensor holds");
       }
       sizes.push_back(static_cast<::executorch::aten::SizesType>(dim));
     }
     if (et::resize_tensor(out, {sizes.data(), sizes.size()}) != et::Error::Ok) {
       TensorInfo planned;
       OPBRIDGE_RETURN_IF_ERROR(Describe(spec, what, out, &planned));
-      return Status::Error(spec.QualifiedName() + ": " + what + " must have shape " + ShapeText(want.shape) +
-                           ", the program planned it as " + ShapeText(planned.shape) +
+      return Status::Error(spec.QualifiedName() + ": " + what + " must have shape " +
+                           FormatShape(want.shape) + ", the program planned it as " +
+                           FormatShape(planned.shape) +
                            " and it cannot be resized (a static shape, or beyond its upper bound)");
     }
     TensorInfo info;
