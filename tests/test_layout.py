@@ -60,6 +60,18 @@ def test_lint_refuses_a_second_name(tmp_path):
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300, cwd=tmp_path)
 
 
+def test_the_dtype_table_matches_onnx_and_torch():
+    """The element types in opbridge/_dtypes.py are ONNX's own, and every
+    torch dtype maps back to its name."""
+    import onnx
+
+    from opbridge import _dtypes
+
+    for name, element in _dtypes.ONNX.items():
+        assert str(onnx.helper.tensor_dtype_to_np_dtype(element)) == name
+        assert _dtypes.NAMES[_dtypes.TORCH[name]] == name
+
+
 def test_optional_modules_are_imported_on_first_use():
     """A bare ``import opbridge`` imports neither OpenVINO nor the SDK's test
     helpers (a fresh process: another test may have imported them already)."""

@@ -117,10 +117,6 @@ def _dtype_name(elem_type: int) -> str | None:
         return None
 
 
-def _elem_type(dtype: str) -> int:
-    return _dtypes.ONNX[dtype]
-
-
 def _hashable(value: Any) -> Any:
     return tuple(value) if isinstance(value, list | tuple) else value
 
@@ -381,7 +377,7 @@ class _Check:
                 for axis, d in enumerate(dims)
             ]
             graph_inputs.append(
-                helper.make_tensor_value_info(formal, _elem_type(seen.dtype), graph_dims)
+                helper.make_tensor_value_info(formal, _dtypes.ONNX[seen.dtype], graph_dims)
             )
         names = [f"opbridge_check_{k}" for k in range(len(results))]
         nodes = list(builder.nodes)

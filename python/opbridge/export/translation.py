@@ -27,6 +27,30 @@ from opbridge.export.options import DEFAULT_OPSET
 from opbridge.ops.builder import DynamoBuilder, LegacyBuilder
 
 
+def _build_form(library, spec, form, builder, inputs, attrs, seen, opset: int, avoid):
+    """The operator's form written by ``builder`` (either exporter's) at the
+    builder's opset; a form refused at that opset is an :class:`ExportError`
+    naming ``opset``, the one asked for. With ``seen`` (the exporter's
+    ``form_checks.seen_*``: what it knows of each input), the form's outputs
+    and attributes are checked against the spec (:func:`form_checks.check_form`)."""
+    try:
+        result = form(builder, *inputs, **attrs)
+    except ValueError as error:
+        raise _refused(error, opset) from error
+    if seen is not None:
+        form_checks.check_form(
+            library,
+            spec,
+            form,
+            [seen(value) for value in inputs],
+            attrs,
+            result,
+            opset=builder.opset,
+            avoid=avoid,
+        )
+    return result
+
+
 def _dynamo_translation(
     library: Library, spec: dict, route: str, opset: int, avoid: frozenset[str] = frozenset()
 ) -> Callable:
@@ -47,16 +71,9 @@ def _dynamo_translation(
             while inputs and inputs[-1] is None:
                 inputs.pop()
             return custom_op(*inputs, **attrs)
-        try:
-            result = form(DynamoBuilder(build_opset, avoid), *inputs, **attrs)
-        except ValueError as error:
-            raise _refused(error, opset) from error
-        if checked:
-            seen = [form_checks.seen_dynamo(value) for value in inputs]
-            form_checks.check_form(
-                library, spec, form, seen, attrs, result, opset=build_opset, avoid=avoid
-            )
-        return result
+        builder = DynamoBuilder(build_opset, avoid)
+        seen = form_checks.seen_dynamo if checked else None
+        return _build_form(library, spec, form, builder, inputs, attrs, seen, opset, avoid)
 
     translate.__name__ = f"{library.torch_namespace}_{spec['name']}_{route}"
     return translate
@@ -102,16 +119,9 @@ def _legacy_symbolic(
             raw = symbolic_helper._maybe_get_const(value, LEGACY_PARSE[attr["type"]])
             attrs[attr["name"]] = attr_value(attr, raw)
         if not _routes.get(route).library_node:
-            try:
-                result = form(LegacyBuilder(g, opset, avoid), *inputs, **attrs)
-            except ValueError as error:
-                raise _refused(error, opset) from error
-            if checked:
-                seen = [form_checks.seen_legacy(value) for value in inputs]
-                form_checks.check_form(
-                    library, spec, form, seen, attrs, result, opset=opset, avoid=avoid
-                )
-            return result
+            builder = LegacyBuilder(g, opset, avoid)
+            seen = form_checks.seen_legacy if checked else None
+            return _build_form(library, spec, form, builder, inputs, attrs, seen, opset, avoid)
         # Absent trailing optional inputs are left out of the node.
         while inputs and inputs[-1] is None:
             inputs.pop()
