@@ -11,7 +11,6 @@ by ``./dev lint``): ``cli``; ``bench``; ``demo``; ``deploy`` and
 ``export`` and ``runtimes``; ``nn``; ``ops``; the libraries (``_library``).
 """
 
-import opbridge.sdk.build  # noqa: F401  (opbridge.sdk.build.load after a bare import opbridge)
 from opbridge import autoroute, export, nn, patching, runtimes, sdk
 from opbridge._library import (
     ONNX_DOMAIN,

@@ -5,3 +5,9 @@
 generated operator reference (:mod:`~opbridge.sdk.docs`) and the loader of
 models named on a command line (:mod:`~opbridge.sdk.factory`). The C++ side
 (headers, sources, CMake package) is installed beside it."""
+
+# Imported with the package, so that opbridge.sdk.build.load works after a
+# bare ``import opbridge``; the other modules load on first use.
+from opbridge.sdk import build
+
+__all__ = ["build"]
