@@ -11,7 +11,9 @@ Run by ``./dev lint``. It refuses:
   package's own submodule of that name (``onnx = export``);
 - a former module name (``opbridge.onnx``, ``opbridge.ort``, ...) in the
   code, the tests, the examples, the scripts or the documentation.
-- a table of dtype names in the package but ``opbridge/_dtypes.py``'s.
+- a table of dtype names in the package but ``opbridge/_dtypes.py``'s, or
+  in the C++ sources (an adapter or the SDK core turning a dtype's name into
+  its runtime's type, or back) but ``csrc/opbridge/dtype.h``'s.
 
     .venv/bin/python scripts/check_one_name.py
 """
@@ -169,9 +171,38 @@ def dtype_tables() -> list[str]:
     return found
 
 
+# A C++ line that names a 16-bit float dtype (every dtype table has them) as
+# one case of a mapping: `return "float16";` (a switch over a runtime's types)
+# or `if (name == "bfloat16") return ...;`.
+_DTYPE_NAME = r'"b?float16"'
+CXX_DTYPE_ENTRY_RE = re.compile(
+    rf"return\s+{_DTYPE_NAME}\s*;|==\s*{_DTYPE_NAME}\s*\)\s*return\s+[\w:]+\s*;"
+)
+CXX_DTYPE_TABLE = "csrc/opbridge/dtype.h"
+
+
+def cxx_dtype_tables() -> list[str]:
+    found = []
+    for path in sorted((ROOT / "csrc").rglob("*")):
+        if path.suffix not in {".h", ".cpp", ".cu", ".cuh"} or "tests" in path.parts:
+            continue
+        rel = path.relative_to(ROOT).as_posix()
+        if rel == CXX_DTYPE_TABLE:
+            continue
+        for lineno, line in enumerate(path.read_text().splitlines(), 1):
+            if CXX_DTYPE_ENTRY_RE.search(line):
+                found.append(f"{rel}:{lineno}: a dtype table (the one table is {CXX_DTYPE_TABLE})")
+    return found
+
+
 def main() -> int:
     problems = (
-        import_hooks() + module_getattrs() + module_aliases() + former_names() + dtype_tables()
+        import_hooks()
+        + module_getattrs()
+        + module_aliases()
+        + former_names()
+        + dtype_tables()
+        + cxx_dtype_tables()
     )
     for problem in problems:
         print(problem, file=sys.stderr)

@@ -56,6 +56,10 @@ def test_lint_refuses_a_second_name(tmp_path):
         "assert check.DTYPE_ENTRY_RE.search('    torch.bfloat16: \"bfloat16\",')\n"
         'assert check.DTYPE_ENTRY_RE.search(\'_T = {"bf16": "bfloat16"}\')\n'
         "assert check.DTYPE_ENTRY_RE.search('if dtype == \"bfloat16\":') is None\n"
+        "assert check.CXX_DTYPE_ENTRY_RE.search('      return \"bfloat16\";')\n"
+        "assert check.CXX_DTYPE_ENTRY_RE.search("
+        "'  if (name == \"float16\") return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16;')\n"
+        "assert check.CXX_DTYPE_ENTRY_RE.search('      return \"bool\";') is None\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300, cwd=tmp_path)
 
@@ -70,6 +74,21 @@ def test_the_dtype_table_matches_onnx_and_torch():
     for name, element in _dtypes.ONNX.items():
         assert str(onnx.helper.tensor_dtype_to_np_dtype(element)) == name
         assert _dtypes.NAMES[_dtypes.TORCH[name]] == name
+
+
+def test_the_cxx_dtype_table_is_the_python_one():
+    """csrc/opbridge/dtype.h names each of _dtypes.py's dtypes with the same
+    ONNX element type (its enum's values are ONNX's numbers)."""
+    import re
+
+    from opbridge import _dtypes
+
+    text = (ROOT / "csrc" / "opbridge" / "dtype.h").read_text()
+    numbers = {m[0]: int(m[1]) for m in re.findall(r"^\s*k(\w+) = (\d+),", text, re.M)}
+    rows = dict(re.findall(r'\{Dtype::k(\w+), "(\w+)", \d+, (?:true|false)\}', text))
+    cxx = {name: numbers[enumerator] for enumerator, name in rows.items()}
+    for name, element in _dtypes.ONNX.items():
+        assert cxx.get(name) == element, name
 
 
 def test_optional_modules_are_imported_on_first_use():

@@ -37,8 +37,8 @@
 #include <utility>
 #include <vector>
 
+#include "opbridge/adapter_kit.h"
 #include "opbridge/checks.h"
-#include "opbridge/dtype_name.h"
 #include "opbridge/runtime_checks.h"
 #include "opbridge/spec.h"
 

@@ -18,14 +18,13 @@ Status ArgError(const OpSpec& spec, const char* argument, const std::string& det
 }
 
 Status CheckFloatingDtype(const OpSpec& spec, const char* argument, const std::string& given) {
-  if (given == "float32" || given == "float64") return Status::Ok();
+  const Dtype dtype = DtypeFromName(given);
+  if (dtype == Dtype::kFloat32 || dtype == Dtype::kFloat64) return Status::Ok();
   return ArgError(spec, argument, "must be float32 or float64, got " + given);
 }
 
 Status CheckFloatingOrHalfDtype(const OpSpec& spec, const char* argument, const std::string& given) {
-  if (given == "float32" || given == "float64" || given == "float16" || given == "bfloat16") {
-    return Status::Ok();
-  }
+  if (IsFloating(given)) return Status::Ok();
   return ArgError(spec, argument, "must be float32, float64, float16 or bfloat16, got " + given);
 }
 

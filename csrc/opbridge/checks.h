@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "opbridge/dtype.h"
 #include "opbridge/half.h"
 #include "opbridge/spec.h"
 #include "opbridge/status.h"
@@ -55,15 +56,16 @@ inline bool DimsDiffer(int64_t a, int64_t b) { return a >= 0 && b >= 0 && a != b
 // Calls body(T{}) for float32 / float64; an error for any other dtype.
 template <typename Body>
 Status DispatchFloating(const OpSpec& spec, const char* argument, const std::string& dtype, Body&& body) {
-  if (dtype == "float32") {
-    body(float{});
-    return Status::Ok();
+  switch (DtypeFromName(dtype)) {
+    case Dtype::kFloat32:
+      body(float{});
+      return Status::Ok();
+    case Dtype::kFloat64:
+      body(double{});
+      return Status::Ok();
+    default:
+      return CheckFloatingDtype(spec, argument, dtype);
   }
-  if (dtype == "float64") {
-    body(double{});
-    return Status::Ok();
-  }
-  return CheckFloatingDtype(spec, argument, dtype);
 }
 
 // float32, float64, float16 or bfloat16 (16-bit types compute in float32).
@@ -77,16 +79,19 @@ Status CheckFloatingOrHalfInputs(const OpSpec& spec, const std::vector<TensorInf
 template <typename Body>
 Status DispatchFloatingOrHalf(const OpSpec& spec, const char* argument, const std::string& dtype,
                               Body&& body) {
-  if (dtype == "float16") {
-    body(Float16{});
-    return Status::Ok();
+  switch (DtypeFromName(dtype)) {
+    case Dtype::kFloat16:
+      body(Float16{});
+      return Status::Ok();
+    case Dtype::kBFloat16:
+      body(BFloat16{});
+      return Status::Ok();
+    case Dtype::kFloat32:
+    case Dtype::kFloat64:
+      return DispatchFloating(spec, argument, dtype, body);
+    default:
+      return CheckFloatingOrHalfDtype(spec, argument, dtype);
   }
-  if (dtype == "bfloat16") {
-    body(BFloat16{});
-    return Status::Ok();
-  }
-  if (dtype == "float32" || dtype == "float64") return DispatchFloating(spec, argument, dtype, body);
-  return CheckFloatingOrHalfDtype(spec, argument, dtype);
 }
 
 // ---------------------------------------------------------------------------
@@ -101,31 +106,37 @@ Status DispatchFloatingOrHalf(const OpSpec& spec, const char* argument, const st
 // kernel that casts args.outputs[k] itself is checked only by the output
 // guards of OPBRIDGE_CHECK=1 (opbridge/runtime_checks.h).
 
+// The Dtype of storage type T.
+template <typename T>
+constexpr Dtype StorageDtype() {
+  if constexpr (std::is_same_v<T, float>) {
+    return Dtype::kFloat32;
+  } else if constexpr (std::is_same_v<T, double>) {
+    return Dtype::kFloat64;
+  } else if constexpr (std::is_same_v<T, Float16>) {
+    return Dtype::kFloat16;
+  } else if constexpr (std::is_same_v<T, BFloat16>) {
+    return Dtype::kBFloat16;
+  } else if constexpr (std::is_same_v<T, uint8_t>) {
+    return Dtype::kUint8;
+  } else if constexpr (std::is_same_v<T, int8_t>) {
+    return Dtype::kInt8;
+  } else if constexpr (std::is_same_v<T, int16_t>) {
+    return Dtype::kInt16;
+  } else if constexpr (std::is_same_v<T, int32_t>) {
+    return Dtype::kInt32;
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    return Dtype::kInt64;
+  } else {
+    static_assert(std::is_same_v<T, bool>, "a storage type the specs name");
+    return Dtype::kBool;
+  }
+}
+
 // The dtype name (as TensorInfo writes it) of storage type T.
 template <typename T>
 constexpr const char* DtypeOf() {
-  if constexpr (std::is_same_v<T, float>) {
-    return "float32";
-  } else if constexpr (std::is_same_v<T, double>) {
-    return "float64";
-  } else if constexpr (std::is_same_v<T, Float16>) {
-    return "float16";
-  } else if constexpr (std::is_same_v<T, BFloat16>) {
-    return "bfloat16";
-  } else if constexpr (std::is_same_v<T, uint8_t>) {
-    return "uint8";
-  } else if constexpr (std::is_same_v<T, int8_t>) {
-    return "int8";
-  } else if constexpr (std::is_same_v<T, int16_t>) {
-    return "int16";
-  } else if constexpr (std::is_same_v<T, int32_t>) {
-    return "int32";
-  } else if constexpr (std::is_same_v<T, int64_t>) {
-    return "int64";
-  } else {
-    static_assert(std::is_same_v<T, bool>, "a storage type the specs name");
-    return "bool";
-  }
+  return DtypeName(StorageDtype<T>());
 }
 
 // The spec's name of tensor k of `args` (an input when !output): the

@@ -88,14 +88,21 @@ Status CheckFiniteTensor(const OpSpec& spec, const char* argument, const TensorI
   int64_t bad = -1;
   double value = 0.0;
   const unsigned allowed = spec.AllowedValues(argument);
-  if (info.dtype == "float32") {
-    bad = FirstNonFinite<float>(data, n, allowed, &value);
-  } else if (info.dtype == "float64") {
-    bad = FirstNonFinite<double>(data, n, allowed, &value);
-  } else if (info.dtype == "float16") {
-    bad = FirstNonFinite<Float16>(data, n, allowed, &value);
-  } else if (info.dtype == "bfloat16") {
-    bad = FirstNonFinite<BFloat16>(data, n, allowed, &value);
+  switch (DtypeFromName(info.dtype)) {
+    case Dtype::kFloat32:
+      bad = FirstNonFinite<float>(data, n, allowed, &value);
+      break;
+    case Dtype::kFloat64:
+      bad = FirstNonFinite<double>(data, n, allowed, &value);
+      break;
+    case Dtype::kFloat16:
+      bad = FirstNonFinite<Float16>(data, n, allowed, &value);
+      break;
+    case Dtype::kBFloat16:
+      bad = FirstNonFinite<BFloat16>(data, n, allowed, &value);
+      break;
+    default:
+      break;
   }
   if (bad < 0) return Status::Ok();
   return ArgError(spec, argument,
@@ -185,14 +192,6 @@ int64_t OutputTailGuard(const std::vector<TensorInfo>& inputs) {
     if (input.present) elements += NumElements(input.shape);
   }
   return std::max<int64_t>(4096, (elements * 8 + 63) / 64 * 64);
-}
-
-int64_t DtypeSize(const std::string& dtype) {
-  if (dtype == "float64" || dtype == "int64") return 8;
-  if (dtype == "float32" || dtype == "int32") return 4;
-  if (dtype == "float16" || dtype == "bfloat16" || dtype == "int16") return 2;
-  if (dtype == "uint8" || dtype == "int8" || dtype == "bool") return 1;
-  return 0;
 }
 
 void FillGuardPattern(unsigned char* buffer, int64_t size) {

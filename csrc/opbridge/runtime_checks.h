@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "opbridge/dtype.h"
 #include "opbridge/spec.h"
 #include "opbridge/status.h"
 
@@ -52,9 +53,6 @@ constexpr int64_t kOutputHeadGuard = 64;
 // of 64): a kernel that sizes its writes by its inputs, whatever dtype it
 // writes, stays inside it.
 int64_t OutputTailGuard(const std::vector<TensorInfo>& inputs);
-
-// Bytes per element of a dtype as TensorInfo names it (0: unknown).
-int64_t DtypeSize(const std::string& dtype);
 
 // Writes the pattern into buffer[0, size).
 void FillGuardPattern(unsigned char* buffer, int64_t size);

@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "opbridge/adapter_kit.h"
 #include "opbridge/library.h"
 #include "opbridge/runtime_checks.h"
 #include "opbridge/spec.h"
@@ -46,100 +47,30 @@ namespace {
 // and no weight) leaves no port behind, so the ports alone cannot say.
 constexpr const char* kInputsAttribute = "opbridge_inputs";
 
+// OpenVINO's element types of the dtypes in the kit's table.
+constexpr std::pair<ov::element::Type_t, Dtype> kElementTypes[] = {
+    {ov::element::Type_t::f32, Dtype::kFloat32},  {ov::element::Type_t::f64, Dtype::kFloat64},
+    {ov::element::Type_t::f16, Dtype::kFloat16},  {ov::element::Type_t::bf16, Dtype::kBFloat16},
+    {ov::element::Type_t::i8, Dtype::kInt8},      {ov::element::Type_t::u8, Dtype::kUint8},
+    {ov::element::Type_t::i16, Dtype::kInt16},    {ov::element::Type_t::u16, Dtype::kUint16},
+    {ov::element::Type_t::i32, Dtype::kInt32},    {ov::element::Type_t::u32, Dtype::kUint32},
+    {ov::element::Type_t::i64, Dtype::kInt64},    {ov::element::Type_t::u64, Dtype::kUint64},
+    {ov::element::Type_t::boolean, Dtype::kBool}, {ov::element::Type_t::string, Dtype::kString},
+};
+
 const char* DtypeName(const ov::element::Type& type) {
-  switch (static_cast<ov::element::Type_t>(type)) {
-    case ov::element::Type_t::f32:
-      return "float32";
-    case ov::element::Type_t::f64:
-      return "float64";
-    case ov::element::Type_t::f16:
-      return "float16";
-    case ov::element::Type_t::bf16:
-      return "bfloat16";
-    case ov::element::Type_t::i8:
-      return "int8";
-    case ov::element::Type_t::u8:
-      return "uint8";
-    case ov::element::Type_t::i16:
-      return "int16";
-    case ov::element::Type_t::u16:
-      return "uint16";
-    case ov::element::Type_t::i32:
-      return "int32";
-    case ov::element::Type_t::u32:
-      return "uint32";
-    case ov::element::Type_t::i64:
-      return "int64";
-    case ov::element::Type_t::u64:
-      return "uint64";
-    case ov::element::Type_t::boolean:
-      return "bool";
-    case ov::element::Type_t::string:
-      return "string";
-    default:
-      return "an unsupported element type";
+  for (const auto& [element, dtype] : kElementTypes) {
+    if (element == static_cast<ov::element::Type_t>(type)) return opbridge::DtypeName(dtype);
   }
+  return "an unsupported element type";
 }
 
 ov::element::Type ElementType(const std::string& name) {
-  if (name == "float32") return ov::element::f32;
-  if (name == "float64") return ov::element::f64;
-  if (name == "float16") return ov::element::f16;
-  if (name == "bfloat16") return ov::element::bf16;
-  if (name == "uint8") return ov::element::u8;
-  if (name == "int64") return ov::element::i64;
+  const Dtype dtype = DtypeFromName(name);
+  for (const auto& [element, d] : kElementTypes) {
+    if (d == dtype) return element;
+  }
   return ov::element::dynamic;
-}
-
-// The spec's default of an attribute, as ONNX Runtime takes it: a float
-// default rounded to float32, like every ONNX FLOAT attribute.
-AttrValue DefaultValue(const AttrSpec& attr) {
-  AttrValue value;
-  switch (attr.type) {
-    case AttrType::kFloat:
-      value.number = static_cast<float>(attr.default_value);
-      break;
-    case AttrType::kInt:
-    case AttrType::kBool:
-      value.number = attr.default_value;
-      break;
-    case AttrType::kString:
-      value.text = attr.default_text != nullptr ? attr.default_text : "";
-      break;
-    case AttrType::kFloats:
-      break;
-  }
-  return value;
-}
-
-std::vector<AttrValue> DefaultValues(const OpSpec& spec) {
-  std::vector<AttrValue> values;
-  for (const AttrSpec& attr : spec.attrs) values.push_back(DefaultValue(attr));
-  return values;
-}
-
-const char* OnnxAttributeType(AttrType type) {
-  switch (type) {
-    case AttrType::kFloat:
-      return "FLOAT";
-    case AttrType::kInt:
-    case AttrType::kBool:
-      return "INT";
-    case AttrType::kString:
-      return "STRING";
-    case AttrType::kFloats:
-      return "FLOATS";
-  }
-  return "?";
-}
-
-// "x, weight, bias?": the spec's inputs, for messages.
-std::string InputList(const OpSpec& spec) {
-  std::string names;
-  for (const InputSpec& input : spec.inputs) {
-    names += (names.empty() ? "" : ", ") + std::string(input.name) + (input.optional ? "?" : "");
-  }
-  return names;
 }
 
 // The op's OpenVINO type: name = the ONNX op type, version = the ONNX domain.
@@ -204,7 +135,7 @@ class SpecNode : public ov::op::Op {
 
   // For the IR reader: ports and attributes come afterwards.
   explicit SpecNode(const OpSpec& spec)
-      : spec_(&spec), present_(spec.inputs.size(), true), attrs_(DefaultValues(spec)) {}
+      : spec_(&spec), present_(spec.inputs.size(), true), attrs_(OnnxDefaultValues(spec)) {}
 
   // `name` (the ONNX node's) names the node in a validation error too.
   SpecNode(const OpSpec& spec, const ov::OutputVector& inputs, std::vector<bool> present,
@@ -296,7 +227,7 @@ class SpecNode : public ov::op::Op {
                        OnnxAttributeType(attr.type), " (", AttrTypeName(attr.type),
                        "): it has no default and the node does not have it");
       }
-      attrs_[i] = DefaultValue(attr);
+      attrs_[i] = OnnxDefaultValue(attr);
     }
   }
 
@@ -502,7 +433,7 @@ AttrValue ReadAttribute(const OpSpec& spec, const ov::frontend::NodeContext& nod
                                AttrTypeName(attr.type) + ")";
   const ov::Any any = node.get_attribute_as_any(attr.name);
   if (any.empty()) {
-    if (attr.has_default) return DefaultValue(attr);
+    if (attr.has_default) return OnnxDefaultValue(attr);
     OPENVINO_THROW(expected, ": it has no default and the node does not have it", where);
   }
   // The frontend holds FLOAT as double (the float widened, exactly), FLOATS

@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "opbridge/adapter_kit.h"
 #include "opbridge/checks.h"
 #include "opbridge/cuda.h"
 #include "opbridge/runtime_checks.h"
@@ -54,49 +55,14 @@ OrtStatus* MakeStatus(const std::string& message) {
   return g_api->CreateStatus(ORT_INVALID_ARGUMENT, WithoutControlBytes(message).c_str());
 }
 
+// ONNX Runtime's element types are ONNX's numbers, as Dtype's values are.
 const char* DtypeName(ONNXTensorElementDataType type) {
-  switch (type) {
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT:
-      return "float32";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE:
-      return "float64";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16:
-      return "float16";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16:
-      return "bfloat16";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT8:
-      return "int8";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8:
-      return "uint8";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT16:
-      return "int16";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT16:
-      return "uint16";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT32:
-      return "int32";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT32:
-      return "uint32";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64:
-      return "int64";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT64:
-      return "uint64";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_BOOL:
-      return "bool";
-    case ONNX_TENSOR_ELEMENT_DATA_TYPE_STRING:
-      return "string";
-    default:
-      return "an unsupported element type";
-  }
+  const char* name = opbridge::DtypeName(DtypeFromOnnx(static_cast<int>(type)));
+  return name != nullptr ? name : "an unsupported element type";
 }
 
-ONNXTensorElementDataType DtypeFromName(const std::string& name) {
-  if (name == "float32") return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT;
-  if (name == "float64") return ONNX_TENSOR_ELEMENT_DATA_TYPE_DOUBLE;
-  if (name == "float16") return ONNX_TENSOR_ELEMENT_DATA_TYPE_FLOAT16;
-  if (name == "bfloat16") return ONNX_TENSOR_ELEMENT_DATA_TYPE_BFLOAT16;
-  if (name == "uint8") return ONNX_TENSOR_ELEMENT_DATA_TYPE_UINT8;
-  if (name == "int64") return ONNX_TENSOR_ELEMENT_DATA_TYPE_INT64;
-  return ONNX_TENSOR_ELEMENT_DATA_TYPE_UNDEFINED;
+ONNXTensorElementDataType ElementTypeOf(const std::string& name) {
+  return static_cast<ONNXTensorElementDataType>(OnnxElementType(opbridge::DtypeFromName(name)));
 }
 
 // Which node of the model, at the end of a message: the node name is the
@@ -206,43 +172,6 @@ std::string FoundType(const std::string& found) {
   return "the node has it with type " + found;
 }
 
-// The spec's default of an attribute, as the node would hold it: a float
-// default is rounded to float32 like every ONNX FLOAT attribute (and like the
-// default the ONNX schema of the custom route declares).
-AttrValue DefaultValue(const AttrSpec& attr) {
-  AttrValue value;
-  switch (attr.type) {
-    case AttrType::kFloat:
-      value.number = static_cast<float>(attr.default_value);
-      break;
-    case AttrType::kInt:
-    case AttrType::kBool:
-      value.number = attr.default_value;
-      break;
-    case AttrType::kString:
-      value.text = attr.default_text != nullptr ? attr.default_text : "";
-      break;
-    case AttrType::kFloats:
-      break;
-  }
-  return value;
-}
-
-const char* OnnxAttributeType(AttrType type) {
-  switch (type) {
-    case AttrType::kFloat:
-      return "FLOAT";
-    case AttrType::kInt:
-    case AttrType::kBool:
-      return "INT";
-    case AttrType::kString:
-      return "STRING";
-    case AttrType::kFloats:
-      return "FLOATS";
-  }
-  return "?";
-}
-
 // Reads an attribute of the node; an absent one with a default in the spec
 // takes the default (as ONNX defines for attributes with a default value).
 // A list that reads as empty, of a type the C API cannot name, is taken as
@@ -303,7 +232,7 @@ OrtStatus* ReadAttribute(const OpSpec& spec, const std::string& node, const OrtK
   const std::string found = AttributeTypeOf(info, attr.name);
   if (found.empty()) {
     if (attr.has_default) {
-      *value = DefaultValue(attr);
+      *value = OnnxDefaultValue(attr);
       return nullptr;
     }
     return MakeStatus(
@@ -527,7 +456,7 @@ bool ReadShapeInferAttributes(const OpSpec& spec, OrtShapeInferContext* context,
     if (op_attr == nullptr) {
       // Absent: the spec's default, as kernel creation takes it.
       if (!attr.has_default) return false;
-      attrs->push_back(DefaultValue(attr));
+      attrs->push_back(OnnxDefaultValue(attr));
       continue;
     }
     AttrValue value;
@@ -631,7 +560,7 @@ OrtStatus* ORT_API_CALL InferOutputShape(const OrtCustomOp* op, OrtShapeInferCon
       if (OrtStatus* s = g_api->CreateTensorTypeAndShapeInfo(&raw)) return s;
       Ort::TensorTypeAndShapeInfo owned(raw);
       const Shape& shape = outputs[k].shape;
-      if (OrtStatus* s = g_api->SetTensorElementType(raw, DtypeFromName(outputs[k].dtype))) return s;
+      if (OrtStatus* s = g_api->SetTensorElementType(raw, ElementTypeOf(outputs[k].dtype))) return s;
       if (OrtStatus* s = g_api->SetDimensions(raw, shape.data(), shape.size())) return s;
       // Keep symbolic names (e.g. a dynamic batch) where the output copies an
       // input's shape. A dim that stays unknown gets a fresh name: without

@@ -16,9 +16,9 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include "opbridge/adapter_kit.h"
 #include "opbridge/checks.h"
 #include "opbridge/cuda.h"
-#include "opbridge/dtype_name.h"
 #include "opbridge/runtime_checks.h"
 #include "torch_adapter/backward_rule.h"
 #include "torch_adapter/registration.h"
@@ -58,14 +58,10 @@ namespace {
 using torch::jit::Stack;
 
 at::ScalarType ScalarTypeOf(const std::string& dtype) {
-  if (dtype == "float32") return at::kFloat;
-  if (dtype == "float64") return at::kDouble;
-  if (dtype == "float16") return at::kHalf;
-  if (dtype == "bfloat16") return at::kBFloat16;
-  if (dtype == "uint8") return at::kByte;
-  if (dtype == "int64") return at::kLong;
-  if (dtype == "int32") return at::kInt;
-  TORCH_CHECK(false, "opbridge: no torch dtype for ", dtype);
+  at::ScalarType type = at::kFloat;
+  TORCH_CHECK(ScalarTypes<at::ScalarType>::Of(DtypeFromName(dtype), &type), "opbridge: no torch dtype for ",
+              dtype);
+  return type;
 }
 
 std::optional<at::Tensor> TensorOf(const c10::IValue& value) {
@@ -141,18 +137,6 @@ std::vector<TensorInfo> InfosOf(const std::vector<std::optional<at::Tensor>>& te
 // Where a kernel runs: the CPU (torch's parallel-for) or a CUDA device (its
 // current stream, with scratch from torch's caching allocator).
 enum class Device { kCpu, kCuda };
-
-std::vector<const char*> ForwardNames(const OpSpec& spec) {
-  std::vector<const char*> names;
-  for (const InputSpec& input : spec.inputs) names.push_back(input.name);
-  return names;
-}
-
-std::vector<const char*> BackwardNames(const OpSpec& spec) {
-  std::vector<const char*> names;
-  for (const BackwardInput& input : spec.backward.inputs) names.push_back(input.name);
-  return names;
-}
 
 // Contiguous copies (where needed) of the tensors a kernel reads, after
 // checking that all of them are on the kernel's device (one CUDA device for
@@ -349,7 +333,7 @@ class ForwardKernel final : public c10::OperatorKernel {
     torch::jit::drop(*stack, n_inputs + n_attrs);
     args.input_infos = InfosOf(inputs, false);
     ThrowIfError(InferWithAttrs(spec_, args.input_infos, args.attrs, &args.output_infos));
-    const KernelInputs contiguous(spec_, ForwardNames(spec_), inputs, device_);
+    const KernelInputs contiguous(spec_, ForwardInputNames(spec_), inputs, device_);
     args.inputs = contiguous.pointers;
     const at::TensorOptions options = OptionsOf(inputs);
     LaunchContext context(device_, options, &args);
@@ -357,7 +341,7 @@ class ForwardKernel final : public c10::OperatorKernel {
     outputs.reserve(args.output_infos.size());
     std::optional<OutputGuards> guards;
     if (OutputGuardsEnabled())
-      guards.emplace(spec_.TorchName(), ForwardNames(spec_), args.input_infos, options);
+      guards.emplace(spec_.TorchName(), ForwardInputNames(spec_), args.input_infos, options);
     for (size_t k = 0; k < args.output_infos.size(); ++k) {
       const TensorInfo& info = args.output_infos[k];
       if (guards.has_value()) {
@@ -450,7 +434,7 @@ class ForwardOutKernel final : public c10::OperatorKernel {
     args.attrs = call.attrs;
     args.input_infos = InfosOf(call.inputs, false);
     ThrowIfError(InferWithAttrs(spec_, args.input_infos, args.attrs, &args.output_infos));
-    const KernelInputs contiguous(spec_, ForwardNames(spec_), call.inputs, device_);
+    const KernelInputs contiguous(spec_, ForwardInputNames(spec_), call.inputs, device_);
     args.inputs = contiguous.pointers;
     const at::TensorOptions options = OptionsOf(call.inputs);
     PrepareOuts(spec_, args.output_infos, options, &call.outs);
@@ -461,7 +445,7 @@ class ForwardOutKernel final : public c10::OperatorKernel {
     std::vector<at::Tensor> targets;
     std::optional<OutputGuards> guards;
     if (OutputGuardsEnabled())
-      guards.emplace(spec_.TorchName() + ".out", ForwardNames(spec_), args.input_infos, options);
+      guards.emplace(spec_.TorchName() + ".out", ForwardInputNames(spec_), args.input_infos, options);
     for (size_t k = 0; k < call.outs.size(); ++k) {
       at::Tensor& out = call.outs[k];
       const Shape& shape = args.output_infos[k].shape;
@@ -581,7 +565,7 @@ class BackwardKernel final : public c10::OperatorKernel {
     args.attrs = call.attrs;
     args.input_infos = InfosOf(call.inputs, false);
     args.output_infos = InferBackward(spec_, args.input_infos, args.attrs);
-    const KernelInputs contiguous(spec_, BackwardNames(spec_), call.inputs, device_);
+    const KernelInputs contiguous(spec_, BackwardInputNames(spec_), call.inputs, device_);
     args.inputs = contiguous.pointers;
     const at::TensorOptions options = OptionsOf(call.inputs);
     LaunchContext context(device_, options, &args);
@@ -589,7 +573,7 @@ class BackwardKernel final : public c10::OperatorKernel {
     std::optional<OutputGuards> guards;
     if (OutputGuardsEnabled()) {
       guards.emplace(std::string(ThisLibrary().torch_namespace) + "::" + spec_.BackwardName(),
-                     BackwardNames(spec_), args.input_infos, options);
+                     BackwardInputNames(spec_), args.input_infos, options);
     }
     for (size_t o = 0; o < args.output_infos.size(); ++o) {
       const TensorInfo& info = args.output_infos[o];

@@ -23,8 +23,8 @@
 #include <utility>
 #include <vector>
 
+#include "opbridge/adapter_kit.h"
 #include "opbridge/checks.h"
-#include "opbridge/dtype_name.h"
 #include "opbridge/library.h"
 #include "opbridge/runtime_checks.h"
 #include "opbridge/spec.h"
@@ -66,14 +66,10 @@ std::string DtypeName(ScalarType type) {
 }
 
 ScalarType ScalarTypeOf(const std::string& dtype) {
-  if (dtype == "float32") return ScalarType::Float;
-  if (dtype == "float64") return ScalarType::Double;
-  if (dtype == "float16") return ScalarType::Half;
-  if (dtype == "bfloat16") return ScalarType::BFloat16;
-  if (dtype == "uint8") return ScalarType::Byte;
-  if (dtype == "int64") return ScalarType::Long;
-  if (dtype == "int32") return ScalarType::Int;
-  Fail("opbridge: no torch dtype for ", dtype);
+  ScalarType type = ScalarType::Float;
+  OPBRIDGE_STABLE_CHECK(ScalarTypes<ScalarType>::Of(DtypeFromName(dtype), &type),
+                        "opbridge: no torch dtype for ", dtype);
+  return type;
 }
 
 using MaybeTensor = std::optional<st::Tensor>;
@@ -202,18 +198,6 @@ std::vector<bool> BackwardOptional(const OpSpec& spec) {
 
 // --------------------------------------------------------- kernel inputs
 
-std::vector<const char*> ForwardNames(const OpSpec& spec) {
-  std::vector<const char*> names;
-  for (const InputSpec& input : spec.inputs) names.push_back(input.name);
-  return names;
-}
-
-std::vector<const char*> BackwardNames(const OpSpec& spec) {
-  std::vector<const char*> names;
-  for (const BackwardInput& input : spec.backward.inputs) names.push_back(input.name);
-  return names;
-}
-
 std::string DeviceName(const st::Tensor& tensor) {
   return tensor.is_cuda() ? "cuda:" + std::to_string(tensor.get_device_index()) : "a non-CPU device";
 }
@@ -325,13 +309,13 @@ void Forward(const OpSpec& spec, StableIValue* stack) {
   args.input_infos = InfosOf(inputs);
   ThrowIfError(InferWithAttrs(spec, args.input_infos, args.attrs, &args.output_infos));
   const std::string op = spec.TorchName();
-  const KernelInputs contiguous(op, ForwardNames(spec), inputs);
+  const KernelInputs contiguous(op, ForwardInputNames(spec), inputs);
   args.inputs = contiguous.pointers;
   args.parallel_for = StableParallelFor();
   std::vector<st::Tensor> outputs;
   outputs.reserve(args.output_infos.size());
   std::optional<OutputGuards> guards;
-  if (OutputGuardsEnabled()) guards.emplace(op, ForwardNames(spec), args.input_infos);
+  if (OutputGuardsEnabled()) guards.emplace(op, ForwardInputNames(spec), args.input_infos);
   for (size_t k = 0; k < args.output_infos.size(); ++k) {
     const TensorInfo& info = args.output_infos[k];
     if (guards.has_value()) {
@@ -376,7 +360,7 @@ void ForwardOut(const OpSpec& spec, StableIValue* stack) {
   args.input_infos = InfosOf(inputs);
   ThrowIfError(InferWithAttrs(spec, args.input_infos, args.attrs, &args.output_infos));
   const std::string op = spec.TorchName() + ".out";
-  const KernelInputs contiguous(spec.TorchName(), ForwardNames(spec), inputs);
+  const KernelInputs contiguous(spec.TorchName(), ForwardInputNames(spec), inputs);
   args.inputs = contiguous.pointers;
   args.parallel_for = StableParallelFor();
   const std::vector<std::string> names = spec.OutArgumentNames();
@@ -391,7 +375,7 @@ void ForwardOut(const OpSpec& spec, StableIValue* stack) {
   // shares no memory with an input or an earlier out; else into a temporary.
   std::vector<st::Tensor> targets;
   std::optional<OutputGuards> guards;
-  if (OutputGuardsEnabled()) guards.emplace(op, ForwardNames(spec), args.input_infos);
+  if (OutputGuardsEnabled()) guards.emplace(op, ForwardInputNames(spec), args.input_infos);
   for (size_t k = 0; k < outs.size(); ++k) {
     const Shape& shape = args.output_infos[k].shape;
     if (!SameShape(outs[k], shape)) outs[k] = Resize(outs[k], shape);
@@ -436,12 +420,12 @@ void Backward(const OpSpec& spec, StableIValue* stack) {
   for (size_t o = 0; o < mask.size(); ++o) wanted.push_back(mask[o] || !spec.backward.outputs[o].optional);
   args.input_infos = InfosOf(inputs);
   args.output_infos = InferBackward(spec, args.input_infos, args.attrs);
-  const KernelInputs contiguous(spec.TorchName(), BackwardNames(spec), inputs);
+  const KernelInputs contiguous(spec.TorchName(), BackwardInputNames(spec), inputs);
   args.inputs = contiguous.pointers;
   args.parallel_for = StableParallelFor();
   std::vector<st::Tensor> outputs;
   std::optional<OutputGuards> guards;
-  if (OutputGuardsEnabled()) guards.emplace(op, BackwardNames(spec), args.input_infos);
+  if (OutputGuardsEnabled()) guards.emplace(op, BackwardInputNames(spec), args.input_infos);
   for (size_t o = 0; o < args.output_infos.size(); ++o) {
     const TensorInfo& info = args.output_infos[o];
     const ScalarType type = ScalarTypeOf(info.dtype);

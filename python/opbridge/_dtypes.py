@@ -2,7 +2,8 @@
 
 Every module that turns a dtype into a spec's name (``"float32"``) or back
 reads it here; ``./dev lint`` (``scripts/check_one_name.py``) refuses a
-second table. The C++ side has its own, ``csrc/opbridge/dtype_name.h``.
+second table. The C++ side has its own, ``csrc/opbridge/dtype.h`` (the same names and
+ONNX numbers; a test holds the two equal).
 """
 
 from __future__ import annotations
