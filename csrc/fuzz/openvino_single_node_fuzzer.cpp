@@ -64,11 +64,8 @@ extern "C" __attribute__((visibility("default"))) void* dlopen(const char* file,
 
 namespace {
 
-using opbridge_fuzz::Elements;
-using opbridge_fuzz::Input;
-using opbridge_fuzz::kDtypes;
-using opbridge_fuzz::kStringDtype;
-using opbridge_fuzz::Say;
+// The harness's model builder and its checks (single_node_model.h).
+using namespace opbridge_fuzz;  // NOLINT(build/namespaces)
 
 ov::Core* g_core = nullptr;
 std::vector<ov::AnyMap>* g_configs = nullptr;

@@ -35,11 +35,8 @@ extern "C" OrtStatus* ORT_API_CALL RegisterCustomOps(OrtSessionOptions* options,
 
 namespace {
 
-using opbridge_fuzz::Elements;
-using opbridge_fuzz::Input;
-using opbridge_fuzz::kDtypes;
-using opbridge_fuzz::kStringDtype;
-using opbridge_fuzz::Say;
+// The harness's model builder and its checks (single_node_model.h).
+using namespace opbridge_fuzz;  // NOLINT(build/namespaces)
 
 // ---------------------------------------------------------------------------
 // The runtime: one environment and a few session configurations, made once.

@@ -804,10 +804,8 @@ Case BuildCase(FuzzedDataProvider& fdp, const std::vector<const opbridge::OpSpec
 }
 
 const char* DtypeName(int onnx_type) {
-  for (const Dtype& dt : kDtypes) {
-    if (dt.onnx == onnx_type) return dt.name;
-  }
-  return "?";
+  const char* name = opbridge::DtypeName(opbridge::DtypeFromOnnx(onnx_type));
+  return name != nullptr ? name : "?";
 }
 
 void CheckOutputs(const Case& c, const std::vector<Seen>& outputs) {

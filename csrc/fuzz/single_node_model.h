@@ -25,24 +25,35 @@
 #include <string>
 #include <vector>
 
+#include "opbridge/dtype.h"
 #include "opbridge/spec.h"
 
 namespace opbridge_fuzz {
 
-// Element types: ONNX's TensorProto.DataType numbers (the same as
-// ONNXTensorElementDataType), the name the library's shape rules use, size.
+// Element types, in the order the fuzz input numbers them (index 0, what an
+// exhausted input reads, is float32): ONNX's TensorProto.DataType number (the
+// same as ONNXTensorElementDataType), the name the library's shape rules use
+// and the size, all from the SDK's dtype table.
 struct Dtype {
   int onnx;
   const char* name;
   size_t size;
   bool floating;
 };
-// Index 0 (what an exhausted input reads) is float32.
+
+constexpr Dtype FuzzDtype(opbridge::Dtype dtype) {
+  const opbridge::DtypeRow* row = opbridge::DtypeRowOf(dtype);
+  return {opbridge::OnnxElementType(dtype), row->name, static_cast<size_t>(row->bytes), row->floating};
+}
+
 inline constexpr Dtype kDtypes[] = {
-    {1, "float32", 4, true},  {10, "float16", 2, true}, {16, "bfloat16", 2, true}, {11, "float64", 8, true},
-    {2, "uint8", 1, false},   {7, "int64", 8, false},   {6, "int32", 4, false},    {3, "int8", 1, false},
-    {9, "bool", 1, false},    {4, "uint16", 2, false},  {5, "int16", 2, false},    {12, "uint32", 4, false},
-    {13, "uint64", 8, false}, {8, "string", 0, false},
+    FuzzDtype(opbridge::Dtype::kFloat32),  FuzzDtype(opbridge::Dtype::kFloat16),
+    FuzzDtype(opbridge::Dtype::kBFloat16), FuzzDtype(opbridge::Dtype::kFloat64),
+    FuzzDtype(opbridge::Dtype::kUint8),    FuzzDtype(opbridge::Dtype::kInt64),
+    FuzzDtype(opbridge::Dtype::kInt32),    FuzzDtype(opbridge::Dtype::kInt8),
+    FuzzDtype(opbridge::Dtype::kBool),     FuzzDtype(opbridge::Dtype::kUint16),
+    FuzzDtype(opbridge::Dtype::kInt16),    FuzzDtype(opbridge::Dtype::kUint32),
+    FuzzDtype(opbridge::Dtype::kUint64),   FuzzDtype(opbridge::Dtype::kString),
 };
 inline constexpr int kNumDtypes = sizeof(kDtypes) / sizeof(kDtypes[0]);
 inline constexpr int kStringDtype = kNumDtypes - 1;

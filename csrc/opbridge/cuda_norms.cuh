@@ -2,10 +2,22 @@
 // add_rms_norm, layer_norm, add_layer_norm); included by their kernel.cu
 // files only. Everything here has internal linkage (an unnamed namespace), so
 // each kernel.cu gets its own copies and no two translation units share a
-// kernel symbol. A kernel.cu uses the entry points at the end: Forward and
-// Backward on storage types for the operator's typed CUDA functions, and
-// LaunchForwardArgs / LaunchBackwardArgs, which unpack KernelArgs with
-// opbridge/norm_launch.h, for its OPBRIDGE_REGISTER_CUDA_KERNELS.
+// kernel symbol. A norm's kernel.cu is one OPBRIDGE_REGISTER_CUDA_NORM_KERNELS
+// (at the end), which registers LaunchForwardArgs / LaunchBackwardArgs for its
+// (Norm, NormResidual): they unpack KernelArgs with opbridge/norm_launch.h and
+// run Forward and Backward on the storage types.
+//
+// What the kernels compute: the CPU kernels' results, on device pointers of
+// the current device (contiguous; outputs do not overlap inputs), enqueued on
+// the call's stream without synchronizing; a failed launch comes back as an
+// error Status. 16-bit types load into float32, compute and accumulate in
+// float32 and round to nearest even on store; float32 computes in float32,
+// double in double (row sums stay in that type, where the CPU kernels move
+// them to double every 1024 elements). Each input row is read from memory
+// once for rows up to 8192 elements (4096 for double; half that with
+// unaligned pointers or cols not a multiple of 16 bytes), from the cache
+// after the first tile beyond that. rows == 0 zero-fills the parameter
+// gradients requested.
 //
 // Layout of the work: a row is handled by a group of G threads (one warp for
 // short rows, up to kMaxGroup threads for long ones), and a block runs
@@ -121,6 +133,20 @@ struct TileSlots {
   __device__ __forceinline__ int64_t At(int i) const { return first + static_cast<int64_t>(i) * G; }
   __device__ __forceinline__ bool Has(int i) const { return active && At(i) < vectors; }
 };
+
+// The row's tiles after the one `first` describes (the tile a thread keeps in
+// registers), in order: fn(start, s), `start` the tile's first vector and `s`
+// this thread's vectors of it. Only rows of kLong kernels have them.
+template <int K, bool kLong, int G, typename Fn>
+__device__ __forceinline__ void ForLaterTiles(const TileSlots<G>& first, Fn&& fn) {
+  if constexpr (kLong) {
+    constexpr int64_t kTile = static_cast<int64_t>(G) * K;
+#pragma unroll 1
+    for (int64_t start = kTile; start < first.vectors; start += kTile) {
+      fn(start, TileSlots<G>{start + first.first, first.vectors, first.active});
+    }
+  }
+}
 
 // Sums each of values[0..K) over the thread's row group of G threads; every
 // thread of the group gets the same sums, added in a fixed order. Called by
@@ -362,7 +388,6 @@ __global__ void __launch_bounds__(BlockThreads(G, kForwardMinThreads))
                          const D* __restrict__ weight, const D* __restrict__ bias, D* __restrict__ y,
                          D* __restrict__ sum, int64_t rows, int64_t cols, Acc<D> eps) {
   using A = Acc<D>;
-  constexpr int kTile = G * K;
   __shared__ A shared[32];
   const int slots = static_cast<int>(blockDim.x) / G;
   const int slot = static_cast<int>(threadIdx.x) / G;
@@ -380,28 +405,20 @@ __global__ void __launch_bounds__(BlockThreads(G, kForwardMinThreads))
     Vec<D, N> cache[K];
     LoadInput<kAdd>(row, first, cache);
     A total[1] = {SumSquares(cache, first)};
-    if constexpr (kLong) {
-#pragma unroll 1
-      for (int64_t start = kTile; start < vectors; start += kTile) {
-        const TileSlots<G> s{start + t, vectors, first.active};
-        Vec<D, N> other[K];
-        LoadInput<kAdd>(row.At(start), s, other);
-        total[0] += SumSquares(other, s);
-      }
-    }
+    ForLaterTiles<K, kLong>(first, [&](int64_t start, const TileSlots<G>& s) {
+      Vec<D, N> other[K];
+      LoadInput<kAdd>(row.At(start), s, other);
+      total[0] += SumSquares(other, s);
+    });
     GroupSum<G>(total, shared);
     const A rstd = InvSqrt(total[0] / static_cast<A>(cols) + eps);
     RmsWriteTile(cache, first, w, b, row.y, rstd);
-    if constexpr (kLong) {
-#pragma unroll 1
-      for (int64_t start = kTile; start < vectors; start += kTile) {
-        const TileSlots<G> s{start + t, vectors, first.active};
-        const ForwardRow<D, N> tile = row.At(start);
-        Vec<D, N> other[K];
-        LoadTile(tile.Input(), s, other);
-        RmsWriteTile(other, s, w + start, Advance(b, start), tile.y, rstd);
-      }
-    }
+    ForLaterTiles<K, kLong>(first, [&](int64_t start, const TileSlots<G>& s) {
+      const ForwardRow<D, N> tile = row.At(start);
+      Vec<D, N> other[K];
+      LoadTile(tile.Input(), s, other);
+      RmsWriteTile(other, s, w + start, Advance(b, start), tile.y, rstd);
+    });
   }
 }
 
@@ -463,7 +480,6 @@ __global__ void __launch_bounds__(BlockThreads(G, kBackwardMinThreads))
                           Acc<D>* __restrict__ partial_w, Acc<D>* __restrict__ partial_b, int64_t rows,
                           int64_t rows_per_chunk, int64_t cols, Acc<D> eps) {
   using A = Acc<D>;
-  constexpr int kTile = G * K;
   __shared__ A shared[2 * 32];
   const int slots = static_cast<int>(blockDim.x) / G;
   const int slot = static_cast<int>(threadIdx.x) / G;
@@ -486,33 +502,25 @@ __global__ void __launch_bounds__(BlockThreads(G, kBackwardMinThreads))
     LoadTile(row.grad_y, first, gs);
     A sums[2] = {A(0), A(0)};
     RmsBackwardSums(xs, gs, first, w, sums);
-    if constexpr (kLong) {
-#pragma unroll 1
-      for (int64_t start = kTile; start < vectors; start += kTile) {
-        const TileSlots<G> s{start + t, vectors, first.active};
-        const BackwardRow<D, N> tile = row.At(start);
-        Vec<D, N> xo[K], go[K];
-        LoadTile(tile.x, s, xo);
-        LoadTile(tile.grad_y, s, go);
-        RmsBackwardSums(xo, go, s, w + start, sums);
-      }
-    }
+    ForLaterTiles<K, kLong>(first, [&](int64_t start, const TileSlots<G>& s) {
+      const BackwardRow<D, N> tile = row.At(start);
+      Vec<D, N> xo[K], go[K];
+      LoadTile(tile.x, s, xo);
+      LoadTile(tile.grad_y, s, go);
+      RmsBackwardSums(xo, go, s, w + start, sums);
+    });
     GroupSum<G>(sums, shared);
     const A rstd = InvSqrt(sums[0] / static_cast<A>(cols) + eps);
     const A coef = rstd * rstd * rstd * sums[1] / static_cast<A>(cols);
     RmsBackwardTile(xs, gs, first, w, row.grad_add, row.grad_x, rstd, coef, column_sums);
-    if constexpr (kLong) {
-#pragma unroll 1
-      for (int64_t start = kTile; start < vectors; start += kTile) {
-        const TileSlots<G> s{start + t, vectors, first.active};
-        const BackwardRow<D, N> tile = row.At(start);
-        Vec<D, N> xo[K], go[K];
-        LoadTile(tile.x, s, xo);
-        LoadTile(tile.grad_y, s, go);
-        RmsBackwardTile(xo, go, s, w + start, tile.grad_add, tile.grad_x, rstd, coef,
-                        ScratchColumnSums<G, N, A>{pw, pb, s});
-      }
-    }
+    ForLaterTiles<K, kLong>(first, [&](int64_t start, const TileSlots<G>& s) {
+      const BackwardRow<D, N> tile = row.At(start);
+      Vec<D, N> xo[K], go[K];
+      LoadTile(tile.x, s, xo);
+      LoadTile(tile.grad_y, s, go);
+      RmsBackwardTile(xo, go, s, w + start, tile.grad_add, tile.grad_x, rstd, coef,
+                      ScratchColumnSums<G, N, A>{pw, pb, s});
+    });
   }
   column_sums.template Write<G>(pw, pb, slots, slot, t, vectors);
 }
@@ -589,7 +597,6 @@ __global__ void __launch_bounds__(BlockThreads(G, kForwardMinThreads))
                            const D* __restrict__ weight, const D* __restrict__ bias, D* __restrict__ y,
                            D* __restrict__ sum, int64_t rows, int64_t cols, Acc<D> eps) {
   using A = Acc<D>;
-  constexpr int kTile = G * K;
   __shared__ A shared[2 * 32];
   const int slots = static_cast<int>(blockDim.x) / G;
   const int slot = static_cast<int>(threadIdx.x) / G;
@@ -608,43 +615,31 @@ __global__ void __launch_bounds__(BlockThreads(G, kForwardMinThreads))
     Vec<D, N> cache[K];
     LoadInput<kAdd>(row, first, cache);
     A total[1] = {SumTile(cache, first)};
-    if constexpr (kLong) {
-#pragma unroll 1
-      for (int64_t start = kTile; start < vectors; start += kTile) {
-        const TileSlots<G> s{start + t, vectors, first.active};
-        Vec<D, N> other[K];
-        LoadInput<kAdd>(row.At(start), s, other);
-        total[0] += SumTile(other, s);
-      }
-    }
+    ForLaterTiles<K, kLong>(first, [&](int64_t start, const TileSlots<G>& s) {
+      Vec<D, N> other[K];
+      LoadInput<kAdd>(row.At(start), s, other);
+      total[0] += SumTile(other, s);
+    });
     GroupSum<G>(total, shared);
     const A shift = total[0] / n;
     A centered[2] = {A(0), A(0)};
     CenteredSums(cache, first, shift, centered);
-    if constexpr (kLong) {
-#pragma unroll 1
-      for (int64_t start = kTile; start < vectors; start += kTile) {
-        const TileSlots<G> s{start + t, vectors, first.active};
-        Vec<D, N> other[K];
-        LoadTile(row.At(start).Input(), s, other);
-        CenteredSums(other, s, shift, centered);
-      }
-    }
+    ForLaterTiles<K, kLong>(first, [&](int64_t start, const TileSlots<G>& s) {
+      Vec<D, N> other[K];
+      LoadTile(row.At(start).Input(), s, other);
+      CenteredSums(other, s, shift, centered);
+    });
     GroupSum<G>(centered, shared);
     const A delta = centered[0] / n;
     const A var = centered[1] / n - delta * delta;
     const A rstd = InvSqrt((A(0) < var ? var : A(0)) + eps);  // as std::max(0, var)
     LayerNormWriteTile(cache, first, w, b, row.y, shift, delta, rstd);
-    if constexpr (kLong) {
-#pragma unroll 1
-      for (int64_t start = kTile; start < vectors; start += kTile) {
-        const TileSlots<G> s{start + t, vectors, first.active};
-        const ForwardRow<D, N> tile = row.At(start);
-        Vec<D, N> other[K];
-        LoadTile(tile.Input(), s, other);
-        LayerNormWriteTile(other, s, Advance(w, start), Advance(b, start), tile.y, shift, delta, rstd);
-      }
-    }
+    ForLaterTiles<K, kLong>(first, [&](int64_t start, const TileSlots<G>& s) {
+      const ForwardRow<D, N> tile = row.At(start);
+      Vec<D, N> other[K];
+      LoadTile(tile.Input(), s, other);
+      LayerNormWriteTile(other, s, Advance(w, start), Advance(b, start), tile.y, shift, delta, rstd);
+    });
   }
 }
 
@@ -716,7 +711,6 @@ __global__ void __launch_bounds__(BlockThreads(G, kBackwardMinThreads))
                             Acc<D>* __restrict__ partial_w, Acc<D>* __restrict__ partial_b, int64_t rows,
                             int64_t rows_per_chunk, int64_t cols, Acc<D> eps) {
   using A = Acc<D>;
-  constexpr int kTile = G * K;
   __shared__ A shared[4 * 32];
   const int slots = static_cast<int>(blockDim.x) / G;
   const int slot = static_cast<int>(threadIdx.x) / G;
@@ -739,31 +733,23 @@ __global__ void __launch_bounds__(BlockThreads(G, kBackwardMinThreads))
     LoadTile(row.x, first, xs);
     LoadTile(row.grad_y, first, gs);
     A total[1] = {SumTile(xs, first)};
-    if constexpr (kLong) {
-#pragma unroll 1
-      for (int64_t start = kTile; start < vectors; start += kTile) {
-        const TileSlots<G> s{start + t, vectors, first.active};
-        Vec<D, N> xo[K];
-        LoadTile(row.x + start, s, xo);
-        total[0] += SumTile(xo, s);
-      }
-    }
+    ForLaterTiles<K, kLong>(first, [&](int64_t start, const TileSlots<G>& s) {
+      Vec<D, N> xo[K];
+      LoadTile(row.x + start, s, xo);
+      total[0] += SumTile(xo, s);
+    });
     GroupSum<G>(total, shared);
     LayerNormGradCoefs<A> f;
     f.shift = total[0] / n;
     A sums[4] = {A(0), A(0), A(0), A(0)};
     LayerNormBackwardSums(xs, gs, first, w, f.shift, sums);
-    if constexpr (kLong) {
-#pragma unroll 1
-      for (int64_t start = kTile; start < vectors; start += kTile) {
-        const TileSlots<G> s{start + t, vectors, first.active};
-        const BackwardRow<D, N> tile = row.At(start);
-        Vec<D, N> xo[K], go[K];
-        LoadTile(tile.x, s, xo);
-        LoadTile(tile.grad_y, s, go);
-        LayerNormBackwardSums(xo, go, s, Advance(w, start), f.shift, sums);
-      }
-    }
+    ForLaterTiles<K, kLong>(first, [&](int64_t start, const TileSlots<G>& s) {
+      const BackwardRow<D, N> tile = row.At(start);
+      Vec<D, N> xo[K], go[K];
+      LoadTile(tile.x, s, xo);
+      LoadTile(tile.grad_y, s, go);
+      LayerNormBackwardSums(xo, go, s, Advance(w, start), f.shift, sums);
+    });
     GroupSum<G>(sums, shared);
     f.delta = sums[0] / n;
     const A var = sums[1] / n - f.delta * f.delta;
@@ -773,18 +759,14 @@ __global__ void __launch_bounds__(BlockThreads(G, kBackwardMinThreads))
     f.k = f.rstd * f.rstd * f.rstd * mean_gwc;
     f.cst = f.k * f.delta - f.rstd * mean_gw;
     LayerNormBackwardTile(xs, gs, first, w, row.grad_add, row.grad_x, f, column_sums);
-    if constexpr (kLong) {
-#pragma unroll 1
-      for (int64_t start = kTile; start < vectors; start += kTile) {
-        const TileSlots<G> s{start + t, vectors, first.active};
-        const BackwardRow<D, N> tile = row.At(start);
-        Vec<D, N> xo[K], go[K];
-        LoadTile(tile.x, s, xo);
-        LoadTile(tile.grad_y, s, go);
-        LayerNormBackwardTile(xo, go, s, Advance(w, start), tile.grad_add, tile.grad_x, f,
-                              ScratchColumnSums<G, N, A>{pw, pb, s});
-      }
-    }
+    ForLaterTiles<K, kLong>(first, [&](int64_t start, const TileSlots<G>& s) {
+      const BackwardRow<D, N> tile = row.At(start);
+      Vec<D, N> xo[K], go[K];
+      LoadTile(tile.x, s, xo);
+      LoadTile(tile.grad_y, s, go);
+      LayerNormBackwardTile(xo, go, s, Advance(w, start), tile.grad_add, tile.grad_x, f,
+                            ScratchColumnSums<G, N, A>{pw, pb, s});
+    });
   }
   column_sums.template Write<G>(pw, pb, slots, slot, t, vectors);
 }
@@ -1011,5 +993,25 @@ Status LaunchBackwardArgs(const OpSpec& spec, const char* dtype_argument, const 
   });
 }
 
+// LaunchForwardArgs / LaunchBackwardArgs for one op, as the plain launch
+// functions a registration takes.
+template <Norm kNorm, NormResidual kResidual, const OpSpec& kSpec>
+Status LaunchForwardOf(const KernelArgs& args) {
+  return LaunchForwardArgs<kNorm, kResidual>(kSpec, args);
+}
+
+template <Norm kNorm, NormResidual kResidual, const OpSpec& kSpec>
+Status LaunchBackwardOf(const KernelArgs& args) {
+  return LaunchBackwardArgs<kNorm, kResidual>(kSpec, "x", args);
+}
+
 }  // namespace
 }  // namespace opbridge::cuda::norms
+
+// A normalization op's CUDA kernels: the shared kernels above for `norm`
+// (Norm::kLayer or Norm::kRms) and `residual` (NormResidual::kNone, or
+// kAdded for the add_* ops), registered as `spec`'s. A dtype error of the
+// backward names its argument "x".
+#define OPBRIDGE_REGISTER_CUDA_NORM_KERNELS(spec, norm, residual)                                        \
+  OPBRIDGE_REGISTER_CUDA_KERNELS(spec, (::opbridge::cuda::norms::LaunchForwardOf<norm, residual, spec>), \
+                                 (::opbridge::cuda::norms::LaunchBackwardOf<norm, residual, spec>))

@@ -17,6 +17,15 @@ struct BFloat16 {
   uint16_t bits = 0;
 };
 
+// M(T) for each floating storage type a kernel takes (the types
+// DispatchFloatingOrHalf calls its body with): what a kernel's source
+// instantiates its templates for.
+#define OPBRIDGE_FOR_EACH_FLOATING_TYPE(M) \
+  M(float)                                 \
+  M(double)                                \
+  M(::opbridge::Float16)                   \
+  M(::opbridge::BFloat16)
+
 inline float FloatBits(uint32_t bits) {
   float value;
   std::memcpy(&value, &bits, sizeof(value));

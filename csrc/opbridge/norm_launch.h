@@ -160,6 +160,26 @@ Status Run(Body& body, const Tensors& tensors) {
   }
 }
 
+// What both launchers share: rows x cols of input `k`, whose dtype picks the
+// storage type T (float32, float64, float16 or bfloat16; else an error that
+// names `dtype_argument`), the tensors make(read, T{}, rows, cols, eps) reads
+// with a NormTensorReader, and body(tensors) once every read passed.
+template <typename Make, typename Body>
+Status DispatchNorm(const OpSpec& spec, const char* dtype_argument, const KernelArgs& args, size_t k,
+                    Make&& make, Body& body) {
+  int64_t rows = 0, cols = 0;
+  RowsAndCols(args.input_infos[k].shape, &rows, &cols);
+  const double eps = args.attrs[0].number;
+  Status launched;
+  const Status dispatched =
+      DispatchFloatingOrHalf(spec, dtype_argument, args.input_infos[k].dtype, [&](auto tag) {
+        NormTensorReader read(spec, args, rows, cols);
+        const auto tensors = make(read, tag, rows, cols, eps);
+        launched = read.status().ok() ? Run(body, tensors) : read.status();
+      });
+  return dispatched.ok() ? launched : dispatched;
+}
+
 }  // namespace norm_launch_internal
 
 // body(NormForwardTensors<T>) with T the storage type of x (input 0), whose
@@ -167,28 +187,21 @@ Status Run(Body& body, const Tensors& tensors) {
 // error, naming "x"). Returns the body's Status (Ok for a void body).
 template <NormResidual kResidual, typename Body>
 Status DispatchNormForward(const OpSpec& spec, const KernelArgs& args, Body&& body) {
-  namespace internal = norm_launch_internal;
   constexpr bool kAdded = kResidual == NormResidual::kAdded;
   constexpr size_t kWeight = kAdded ? 2 : 1;
-  int64_t rows = 0, cols = 0;
-  internal::RowsAndCols(args.input_infos[0].shape, &rows, &cols);
-  const double eps = args.attrs[0].number;
-  Status launched;
-  const Status dispatched = DispatchFloatingOrHalf(spec, "x", args.input_infos[0].dtype, [&](auto tag) {
+  const auto make = [](auto& read, auto tag, int64_t rows, int64_t cols, double eps) {
     using T = decltype(tag);
-    internal::NormTensorReader read(spec, args, rows, cols);
-    const NormForwardTensors<T> tensors{read.Rows<T>(0),
-                                        kAdded ? read.Rows<T>(1) : nullptr,
-                                        read.Columns<T>(kWeight),
-                                        read.Columns<T>(kWeight + 1),
-                                        read.RowsOut<T>(0),
-                                        kAdded ? read.RowsOut<T>(1) : nullptr,
-                                        rows,
-                                        cols,
-                                        eps};
-    launched = read.status().ok() ? internal::Run(body, tensors) : read.status();
-  });
-  return dispatched.ok() ? launched : dispatched;
+    return NormForwardTensors<T>{read.template Rows<T>(0),
+                                 kAdded ? read.template Rows<T>(1) : nullptr,
+                                 read.template Columns<T>(kWeight),
+                                 read.template Columns<T>(kWeight + 1),
+                                 read.template RowsOut<T>(0),
+                                 kAdded ? read.template RowsOut<T>(1) : nullptr,
+                                 rows,
+                                 cols,
+                                 eps};
+  };
+  return norm_launch_internal::DispatchNorm(spec, "x", args, 0, make, body);
 }
 
 // body(NormBackwardTensors<T>) with T the storage type of the normalized
@@ -197,30 +210,22 @@ Status DispatchNormForward(const OpSpec& spec, const KernelArgs& args, Body&& bo
 template <NormResidual kResidual, typename Body>
 Status DispatchNormBackward(const OpSpec& spec, const char* dtype_argument, const KernelArgs& args,
                             Body&& body) {
-  namespace internal = norm_launch_internal;
   constexpr bool kAdded = kResidual == NormResidual::kAdded;
   constexpr size_t kX = kAdded ? 2 : 1;
-  int64_t rows = 0, cols = 0;
-  internal::RowsAndCols(args.input_infos[kX].shape, &rows, &cols);
-  const double eps = args.attrs[0].number;
-  Status launched;
-  const Status dispatched =
-      DispatchFloatingOrHalf(spec, dtype_argument, args.input_infos[kX].dtype, [&](auto tag) {
-        using T = decltype(tag);
-        internal::NormTensorReader read(spec, args, rows, cols);
-        const NormBackwardTensors<T> tensors{read.Rows<T>(0),
-                                             kAdded ? read.Rows<T>(1) : nullptr,
-                                             read.Rows<T>(kX),
-                                             read.Columns<T>(kX + 1),
-                                             read.RowsOut<T>(0),
-                                             read.ColumnsOut<T>(1),
-                                             read.ColumnsOut<T>(2),
-                                             rows,
-                                             cols,
-                                             eps};
-        launched = read.status().ok() ? internal::Run(body, tensors) : read.status();
-      });
-  return dispatched.ok() ? launched : dispatched;
+  const auto make = [](auto& read, auto tag, int64_t rows, int64_t cols, double eps) {
+    using T = decltype(tag);
+    return NormBackwardTensors<T>{read.template Rows<T>(0),
+                                  kAdded ? read.template Rows<T>(1) : nullptr,
+                                  read.template Rows<T>(kX),
+                                  read.template Columns<T>(kX + 1),
+                                  read.template RowsOut<T>(0),
+                                  read.template ColumnsOut<T>(1),
+                                  read.template ColumnsOut<T>(2),
+                                  rows,
+                                  cols,
+                                  eps};
+  };
+  return norm_launch_internal::DispatchNorm(spec, dtype_argument, args, kX, make, body);
 }
 
 // ---------------------------------------------------------------------------

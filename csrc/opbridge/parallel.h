@@ -24,4 +24,22 @@ inline int64_t RowGrain(int64_t cols, int64_t target_elements = 32768) {
   return grain < 1 ? 1 : grain;
 }
 
+// A ParallelFor on a pool that runs numbered tasks (ONNX Runtime's and
+// OpenVINO's): [0, n) in ceil(n / grain) ranges of `grain` elements (grain
+// taken as at least 1), task k the range from k * grain. One range runs on
+// the calling thread; otherwise run_tasks(tasks, task_body) runs
+// task_body(k) for every k in [0, tasks) and returns whether it could (false:
+// the ranges run serially on the calling thread instead).
+template <typename RunTasks>
+void ForGrainTasks(int64_t n, int64_t grain, const RangeBody& body, RunTasks&& run_tasks) {
+  if (n <= 0) return;
+  if (grain < 1) grain = 1;
+  const int64_t tasks = (n + grain - 1) / grain;
+  const auto task_body = [&](int64_t task) {
+    const int64_t begin = task * grain;
+    body(begin, n - begin < grain ? n : begin + grain);
+  };
+  if (tasks == 1 || !run_tasks(tasks, task_body)) body(0, n);
+}
+
 }  // namespace opbridge

@@ -114,16 +114,10 @@ bool SameValue(AttrType type, const AttrValue& a, const AttrValue& b) {
 
 ParallelFor OpenVinoParallelFor() {
   return [](int64_t n, int64_t grain, const RangeBody& body) {
-    if (n <= 0) return;
-    if (grain < 1) grain = 1;
-    const int64_t tasks = (n + grain - 1) / grain;
-    if (tasks == 1) {
-      body(0, n);
-      return;
-    }
-    ov::parallel_for(static_cast<size_t>(tasks), [&](size_t task) {
-      const int64_t begin = static_cast<int64_t>(task) * grain;
-      body(begin, std::min(begin + grain, n));
+    ForGrainTasks(n, grain, body, [](int64_t tasks, const auto& task_body) {
+      ov::parallel_for(static_cast<size_t>(tasks),
+                       [&](size_t task) { task_body(static_cast<int64_t>(task)); });
+      return true;
     });
   };
 }

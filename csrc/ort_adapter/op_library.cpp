@@ -325,30 +325,17 @@ void ORT_API_CALL DestroyKernel(void* kernel) noexcept { delete static_cast<Spec
 
 ParallelFor MakeParallelFor(const OrtKernelContext* context) {
   return [context](int64_t n, int64_t grain, const RangeBody& body) {
-    if (n <= 0) return;
-    if (grain < 1) grain = 1;
-    const int64_t tasks = (n + grain - 1) / grain;
-    if (tasks == 1) {
-      body(0, n);
-      return;
-    }
-    struct Job {
-      const RangeBody* body;
-      int64_t n;
-      int64_t grain;
-    } job{&body, n, grain};
-    auto run = [](void* data, size_t task) {
-      const Job* j = static_cast<const Job*>(data);
-      const int64_t begin = static_cast<int64_t>(task) * j->grain;
-      const int64_t end = begin + j->grain < j->n ? begin + j->grain : j->n;
-      (*j->body)(begin, end);
-    };
-    OrtStatus* status = g_api->KernelContext_ParallelFor(context, run, static_cast<size_t>(tasks), 0, &job);
-    if (status != nullptr) {
+    ForGrainTasks(n, grain, body, [context](int64_t tasks, const auto& task_body) {
+      auto job = task_body;
+      auto run = [](void* data, size_t task) {
+        (*static_cast<decltype(job)*>(data))(static_cast<int64_t>(task));
+      };
+      OrtStatus* status = g_api->KernelContext_ParallelFor(context, run, static_cast<size_t>(tasks), 0, &job);
+      if (status == nullptr) return true;
       // Without a pool, run serially rather than fail.
       g_api->ReleaseStatus(status);
-      body(0, n);
-    }
+      return false;
+    });
   };
 }
 

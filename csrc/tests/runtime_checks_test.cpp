@@ -13,8 +13,7 @@
 namespace opbridge {
 namespace {
 
-using testing::Contains;
-using testing::Info;
+using namespace testing;  // NOLINT(build/namespaces): the kernel tests' helpers
 
 const OpSpec& Spec(const char* name) { return *FindSpec(name); }
 

@@ -15,6 +15,7 @@
 #include "opbridge/parallel.h"
 #include "ops/rms_norm/kernel.h"
 #include "ops/scaled_clamp/kernel.h"
+#include "tests/test_util.h"
 
 namespace opbridge {
 namespace {
@@ -24,15 +25,6 @@ struct ForcedTarget {
   explicit ForcedTarget(const std::string& name) { EXPECT_TRUE(SetSimdTarget(name).ok()) << name; }
   ~ForcedTarget() { SetSimdTarget("").ok(); }
 };
-
-template <typename T>
-std::vector<T> Random(int64_t n, uint32_t seed, float lo, float hi) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<T> v(static_cast<size_t>(n));
-  for (auto& e : v) e = FromFloat<T>(dist(gen));
-  return v;
-}
 
 template <typename T>
 double Tolerance() {
@@ -47,9 +39,9 @@ double Tolerance() {
 template <typename T>
 void CheckRmsNorm(const std::string& target) {
   const int64_t rows = 3, cols = 1037;
-  const auto x = Random<T>(rows * cols, 1, -2.0f, 2.0f);
-  const auto w = Random<T>(cols, 2, 0.5f, 1.5f);
-  const auto b = Random<T>(cols, 3, -0.5f, 0.5f);
+  const auto x = testing::RandomOf<T>(rows * cols, 1, -2.0, 2.0);
+  const auto w = testing::RandomOf<T>(cols, 2, 0.5, 1.5);
+  const auto b = testing::RandomOf<T>(cols, 3, -0.5, 0.5);
   std::vector<T> y(x.size());
   const ParallelFor serial = SerialFor;
   RmsNormForward<T>(x.data(), w.data(), b.data(), y.data(), rows, cols, RmsNormAttrs{1e-6}, serial);
@@ -69,7 +61,7 @@ void CheckRmsNorm(const std::string& target) {
 template <typename T>
 void CheckScaledClamp(const std::string& target) {
   const int64_t n = 1001;
-  const auto x = Random<T>(n, 4, -8.0f, 16.0f);
+  const auto x = testing::RandomOf<T>(n, 4, -8.0, 16.0);
   std::vector<T> y(x.size()), g(x.size()), dx(x.size());
   for (auto& e : g) e = FromFloat<T>(1.0f);
   const ParallelFor serial = SerialFor;

@@ -8,9 +8,11 @@
 #include <cstdint>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "opbridge/half.h"
 #include "opbridge/parallel.h"
 #include "opbridge/spec.h"
 
@@ -23,6 +25,48 @@ std::vector<T> Random(int64_t n, uint32_t seed, double lo = -2.0, double hi = 2.
   std::vector<T> v(static_cast<size_t>(n));
   for (auto& e : v) e = static_cast<T>(dist(gen));
   return v;
+}
+
+// n values of storage type T (Float16 and BFloat16 rounded from double).
+template <typename T>
+std::vector<T> RandomOf(int64_t n, uint32_t seed, double lo = -2.0, double hi = 2.0) {
+  std::vector<T> out;
+  out.reserve(static_cast<size_t>(n));
+  for (double v : Random<double>(n, seed, lo, hi)) out.push_back(FromDouble<T>(v));
+  return out;
+}
+
+// The relative tolerance of a float32 or float64 kernel against a long
+// double reference.
+template <typename T>
+constexpr double RelTol() {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "float or double");
+  return std::is_same_v<T, float> ? 1e-5 : 1e-12;
+}
+
+// "float" or "double", for messages.
+template <typename T>
+constexpr const char* TypeName() {
+  static_assert(std::is_same_v<T, float> || std::is_same_v<T, double>, "float or double");
+  return std::is_same_v<T, float> ? "float" : "double";
+}
+
+// Expects grad[i] to be d loss() / d v[i] within `tol` for every i, by
+// central differences of step h: v[i] is moved by +h and -h in place (and
+// restored), and loss() reads v. `what` names the gradient in a failure.
+template <typename Loss>
+void ExpectGradient(const std::vector<double>& grad, std::vector<double>& v, Loss&& loss, double h,
+                    double tol, const std::string& what) {
+  ASSERT_EQ(grad.size(), v.size()) << what;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double saved = v[i];
+    v[i] = saved + h;
+    const long double up = loss();
+    v[i] = saved - h;
+    const long double down = loss();
+    v[i] = saved;
+    EXPECT_NEAR(grad[i], static_cast<double>((up - down) / (2.0L * h)), tol) << what << "[" << i << "]";
+  }
 }
 
 // Calls body on chunks of `chunk` elements (`grain` when 0), last chunk

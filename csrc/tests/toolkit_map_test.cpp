@@ -62,14 +62,6 @@ namespace opbridge {
 namespace {
 
 template <typename T>
-std::vector<T> RandomOf(int64_t n, uint32_t seed) {
-  const auto v = testing::Random<double>(n, seed);
-  std::vector<T> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = FromDouble<T>(v[i]);
-  return out;
-}
-
-template <typename T>
 double D(T v) {
   return static_cast<double>(ToFloat(v));
 }
@@ -101,7 +93,8 @@ void CheckFourInputs() {
   for (const std::string& target : SimdTargets()) {
     ForcedTarget forced(target);
     for (int64_t n : {1, 7, 33, 1037, 70001}) {
-      const auto a = RandomOf<T>(n, 1), b = RandomOf<T>(n, 2), c = RandomOf<T>(n, 3), e = RandomOf<T>(n, 4);
+      const auto a = testing::RandomOf<T>(n, 1), b = testing::RandomOf<T>(n, 2),
+                 c = testing::RandomOf<T>(n, 3), e = testing::RandomOf<T>(n, 4);
       std::vector<T> y(static_cast<size_t>(n));
       toolkit::Map<T>(FourInputsKernel, 1, n,
                       {toolkit::Full(a.data()), toolkit::Full(b.data()), toolkit::Full(c.data()),
@@ -124,7 +117,7 @@ TEST(ToolkitMap, FourInputsEveryTargetBFloat16) { CheckFourInputs<BFloat16>(); }
 template <typename T>
 void CheckBroadcastAndColumnSum() {
   for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1}, {5, 3}, {9, 17}, {300, 129}, {3, 5000}}) {
-    const auto x = RandomOf<T>(rows * cols, 5), bias = RandomOf<T>(cols, 6);
+    const auto x = testing::RandomOf<T>(rows * cols, 5), bias = testing::RandomOf<T>(cols, 6);
     std::vector<T> y(x.size()), s(static_cast<size_t>(cols)), y2(x.size()), s2(s.size());
     toolkit::Map<T>(AddAndScaleKernel, rows, cols, {toolkit::Full(x.data()), toolkit::PerColumn(bias.data())},
                     {toolkit::Full(y.data()), toolkit::ColumnSum(s.data())}, {2.0}, SerialFor);
@@ -153,7 +146,7 @@ TEST(ToolkitMap, BroadcastAndColumnSumBFloat16) { CheckBroadcastAndColumnSum<BFl
 
 TEST(ToolkitMap, NullOutputIsSkippedAndNoRowsGiveZeroSums) {
   const int64_t rows = 4, cols = 19;
-  const auto x = RandomOf<float>(rows * cols, 7), bias = RandomOf<float>(cols, 8);
+  const auto x = testing::RandomOf<float>(rows * cols, 7), bias = testing::RandomOf<float>(cols, 8);
   std::vector<float> y(x.size());
   toolkit::Map<float>(AddAndScaleKernel, rows, cols,
                       {toolkit::Full(x.data()), toolkit::PerColumn(bias.data())},
@@ -179,7 +172,7 @@ KernelArgs ArgsFor(const std::string& dtype, const Shape& x_shape, const Shape& 
 
 // The KernelArgs form: [cols] arguments against a larger input are per-column.
 TEST(ToolkitMap, KernelArgsFindPerColumnArguments) {
-  const auto x = RandomOf<double>(2 * 3 * 5, 9), bias = RandomOf<double>(5, 10);
+  const auto x = testing::RandomOf<double>(2 * 3 * 5, 9), bias = testing::RandomOf<double>(5, 10);
   std::vector<double> y(x.size()), s(5);
   const KernelArgs args = ArgsFor("float64", {2, 3, 5}, {5}, x.data(), bias.data(), y.data(), s.data());
   ASSERT_TRUE(toolkit::Map(AddAndScaleKernel, kBiasGeluSpec, args, {3.0}).ok());
@@ -217,7 +210,7 @@ TEST(ToolkitMap, KernelArgsRefuseWrongArgumentCount) {
 // A shape rule that disagrees with the map: an error naming the op, the
 // tensor and both sizes, before anything is written.
 TEST(ToolkitMap, KernelArgsRefuseAnOutputOfAnotherSizeOrDtype) {
-  const auto x = RandomOf<float>(2 * 4, 11), bias = RandomOf<float>(4, 12);
+  const auto x = testing::RandomOf<float>(2 * 4, 11), bias = testing::RandomOf<float>(4, 12);
   std::vector<float> y(8, 7.0f), s(4, 7.0f);
   KernelArgs args = ArgsFor("float32", {2, 4}, {4}, x.data(), bias.data(), y.data(), s.data());
   args.output_infos[0].shape = {2, 1};
@@ -238,7 +231,7 @@ TEST(ToolkitMap, KernelArgsRefuseAnOutputOfAnotherSizeOrDtype) {
 // [rows, 1] has as many elements as [cols] when rows == cols: it is not a
 // column sum, and the map refuses it.
 TEST(ToolkitMap, KernelArgsDoNotTakeARowsByOneOutputForAColumnSum) {
-  const auto x = RandomOf<float>(4 * 4, 11), bias = RandomOf<float>(4, 12);
+  const auto x = testing::RandomOf<float>(4 * 4, 11), bias = testing::RandomOf<float>(4, 12);
   std::vector<float> y(16, 7.0f), s(4, 7.0f);
   KernelArgs args = ArgsFor("float32", {4, 4}, {4}, x.data(), bias.data(), y.data(), s.data());
   args.output_infos[0].shape = {4, 1};
@@ -252,7 +245,7 @@ TEST(ToolkitMap, KernelArgsDoNotTakeARowsByOneOutputForAColumnSum) {
 }
 
 TEST(ToolkitMap, KernelArgsRefuseAnInputOfAnotherSize) {
-  const auto x = RandomOf<float>(2 * 4, 11), bias = RandomOf<float>(4, 12);
+  const auto x = testing::RandomOf<float>(2 * 4, 11), bias = testing::RandomOf<float>(4, 12);
   std::vector<float> y(8, 7.0f), s(4, 7.0f);
   KernelArgs args = ArgsFor("float32", {2, 4}, {3}, x.data(), bias.data(), y.data(), s.data());
   args.output_infos[1].shape = {4};

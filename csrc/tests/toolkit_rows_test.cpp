@@ -174,14 +174,6 @@ double D(T v) {
 }
 
 template <typename T>
-std::vector<T> RandomOf(int64_t n, uint32_t seed, double lo = -2.0, double hi = 2.0) {
-  const auto v = opbridge::testing::Random<double>(n, seed, lo, hi);
-  std::vector<T> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) out[i] = opbridge::FromDouble<T>(v[i]);
-  return out;
-}
-
-template <typename T>
 std::vector<double> Doubles(const std::vector<T>& v) {
   std::vector<double> out(v.size());
   for (size_t i = 0; i < v.size(); ++i) out[i] = D(v[i]);
@@ -269,8 +261,10 @@ template <typename T>
 void CheckAgainstReference(const std::string& label) {
   for (const Problem& p : Problems()) {
     const int64_t n = p.rows * p.cols;
-    const auto x = RandomOf<T>(n, 1), r = RandomOf<T>(n, 2), g = RandomOf<T>(n, 3);
-    const auto w = RandomOf<T>(p.cols, 4, 0.5, 1.5), b = RandomOf<T>(p.cols, 5);
+    const auto x = opbridge::testing::RandomOf<T>(n, 1), r = opbridge::testing::RandomOf<T>(n, 2),
+               g = opbridge::testing::RandomOf<T>(n, 3);
+    const auto w = opbridge::testing::RandomOf<T>(p.cols, 4, 0.5, 1.5),
+               b = opbridge::testing::RandomOf<T>(p.cols, 5);
     std::vector<T> y(x.size()), sum(x.size()), ds(x.size()), gw(w.size()), gb(w.size());
     UserNormForward<T>(x.data(), r.data(), w.data(), b.data(), y.data(), sum.data(), p.rows, p.cols, kEps,
                        opbridge::SerialFor);
@@ -313,9 +307,10 @@ TEST(ToolkitRows, EveryTargetMatchesTheReference) {
 // in double lanes, and the row normalizes as any other.
 TEST(ToolkitRows, RowWhoseFloatSquaresOverflowIsSummedInDouble) {
   for (const int64_t cols : {int64_t{5}, int64_t{37}, int64_t{1030}}) {
-    auto x = RandomOf<float>(2 * cols, 6, 1e20, 3e20);
-    const auto r = std::vector<float>(x.size(), 0.0f), g = RandomOf<float>(x.size(), 7);
-    const auto w = RandomOf<float>(cols, 8, 0.5, 1.5), b = RandomOf<float>(cols, 9);
+    auto x = opbridge::testing::RandomOf<float>(2 * cols, 6, 1e20, 3e20);
+    const auto r = std::vector<float>(x.size(), 0.0f), g = opbridge::testing::RandomOf<float>(x.size(), 7);
+    const auto w = opbridge::testing::RandomOf<float>(cols, 8, 0.5, 1.5),
+               b = opbridge::testing::RandomOf<float>(cols, 9);
     for (int64_t j = 0; j < cols; j += 2)
       x[static_cast<size_t>(cols + j)] = -x[static_cast<size_t>(cols + j)];
     std::vector<float> y(x.size()), sum(x.size()), ds(x.size()), gw(w.size()), gb(w.size());
@@ -353,8 +348,9 @@ void CheckColumnSumsIndependentOfThreads() {
   // Several chunks of rows (ChunkedColumnSums cuts by shape), ending in a
   // partial vector.
   const int64_t rows = 2000, cols = 37;
-  const auto g = RandomOf<T>(rows * cols, 10), s = RandomOf<T>(rows * cols, 11);
-  const auto w = RandomOf<T>(cols, 12, 0.5, 1.5);
+  const auto g = opbridge::testing::RandomOf<T>(rows * cols, 10),
+             s = opbridge::testing::RandomOf<T>(rows * cols, 11);
+  const auto w = opbridge::testing::RandomOf<T>(cols, 12, 0.5, 1.5);
   std::vector<T> ds0(g.size()), gw0(w.size()), gb0(w.size());
   UserNormBackward<T>(g.data(), s.data(), w.data(), ds0.data(), gw0.data(), gb0.data(), rows, cols, kEps,
                       opbridge::SerialFor);
@@ -386,7 +382,8 @@ TEST(ToolkitRows, EmptyProblems) {
   UserNormForward<float>(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 4, 0, kEps,
                          opbridge::SerialFor);
   // A column sum not wanted (null) is skipped.
-  const auto g = RandomOf<float>(6, 13), s = RandomOf<float>(6, 14), w = RandomOf<float>(3, 15);
+  const auto g = opbridge::testing::RandomOf<float>(6, 13), s = opbridge::testing::RandomOf<float>(6, 14),
+             w = opbridge::testing::RandomOf<float>(3, 15);
   std::vector<float> ds(6), only_w(3);
   UserNormBackward<float>(g.data(), s.data(), w.data(), ds.data(), only_w.data(), nullptr, 2, 3, kEps,
                           opbridge::SerialFor);
@@ -422,10 +419,10 @@ opbridge::Status LaunchUserNorm(const opbridge::KernelArgs& args) {
 // `mean_info` is what the shape rule gave the mean.
 struct UserNormCall {
   UserNormCall(int64_t rows, int64_t cols, opbridge::TensorInfo mean_info)
-      : x(RandomOf<float>(rows * cols, 21)),
-        r(RandomOf<float>(rows * cols, 22)),
-        w(RandomOf<float>(cols, 23)),
-        b(RandomOf<float>(cols, 24)),
+      : x(opbridge::testing::RandomOf<float>(rows * cols, 21)),
+        r(opbridge::testing::RandomOf<float>(rows * cols, 22)),
+        w(opbridge::testing::RandomOf<float>(cols, 23)),
+        b(opbridge::testing::RandomOf<float>(cols, 24)),
         y(rows * cols + 64, kSentinel),
         s(rows * cols + 64, kSentinel),
         mean(rows + 64, kSentinel) {

@@ -31,10 +31,7 @@ void AddLayerNormBackward(const T* grad_out, const T* grad_residual_out, const T
                                        const AddLayerNormAttrs&, const ParallelFor&);                    \
   template void AddLayerNormBackward<T>(const T*, const T*, const T*, const T*, T*, T*, T*, int64_t,     \
                                         int64_t, const AddLayerNormAttrs&, const ParallelFor&);
-OPBRIDGE_INSTANTIATE(float)
-OPBRIDGE_INSTANTIATE(double)
-OPBRIDGE_INSTANTIATE(Float16)
-OPBRIDGE_INSTANTIATE(BFloat16)
+OPBRIDGE_FOR_EACH_FLOATING_TYPE(OPBRIDGE_INSTANTIATE)
 #undef OPBRIDGE_INSTANTIATE
 
 Status LaunchAddLayerNorm(const KernelArgs& args) {

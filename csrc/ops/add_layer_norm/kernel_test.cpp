@@ -16,17 +16,7 @@
 namespace opbridge {
 namespace {
 
-using testing::Absent;
-using testing::Contains;
-using testing::Info;
-using testing::Random;
-
-template <typename T>
-std::vector<T> RandomOf(int64_t n, uint32_t seed, double lo = -2.0, double hi = 2.0) {
-  std::vector<T> out;
-  for (double v : Random<double>(n, seed, lo, hi)) out.push_back(FromDouble<T>(v));
-  return out;
-}
+using namespace testing;  // NOLINT(build/namespaces): the kernel tests' helpers
 
 template <typename T>
 double AsDouble(T v) {
@@ -99,18 +89,17 @@ TEST(AddLayerNormKernel, ForwardBFloat16) { CheckForward<BFloat16>(3e-2); }
 TEST(AddLayerNormKernel, BackwardMatchesFiniteDifferences) {
   const int64_t rows = 3, cols = 5;
   const double eps = 1e-5, h = 1e-6;
-  const auto x = Random<double>(rows * cols, 4), r = Random<double>(rows * cols, 5);
-  const auto w = Random<double>(cols, 6, 0.5, 1.5), b = Random<double>(cols, 7);
+  auto x = Random<double>(rows * cols, 4), r = Random<double>(rows * cols, 5);
+  auto w = Random<double>(cols, 6, 0.5, 1.5), b = Random<double>(cols, 7);
   const auto g = Random<double>(rows * cols, 8), gr = Random<double>(rows * cols, 9);
   // Loss L = sum(g * out) + sum(gr * residual_out).
-  auto loss = [&](const std::vector<double>& xs, const std::vector<double>& rs, const std::vector<double>& ws,
-                  const std::vector<double>& bs) {
-    std::vector<double> out(xs.size()), sum(xs.size());
-    AddLayerNormForward<double>(xs.data(), rs.data(), ws.data(), bs.data(), out.data(), sum.data(), rows,
-                                cols, AddLayerNormAttrs{eps}, SerialFor);
+  auto loss = [&]() {
+    std::vector<double> out(x.size()), sum(x.size());
+    AddLayerNormForward<double>(x.data(), r.data(), w.data(), b.data(), out.data(), sum.data(), rows, cols,
+                                AddLayerNormAttrs{eps}, SerialFor);
     long double total = 0.0L;
     for (size_t i = 0; i < out.size(); ++i) total += static_cast<long double>(g[i]) * out[i] + gr[i] * sum[i];
-    return static_cast<double>(total);
+    return total;
   };
   std::vector<double> sum(x.size()), out(x.size());
   AddLayerNormForward<double>(x.data(), r.data(), w.data(), b.data(), out.data(), sum.data(), rows, cols,
@@ -118,25 +107,10 @@ TEST(AddLayerNormKernel, BackwardMatchesFiniteDifferences) {
   std::vector<double> gs(x.size()), gw(cols), gb(cols);
   AddLayerNormBackward<double>(g.data(), gr.data(), sum.data(), w.data(), gs.data(), gw.data(), gb.data(),
                                rows, cols, AddLayerNormAttrs{eps}, SerialFor);
-  for (size_t i = 0; i < x.size(); ++i) {
-    auto xp = x, xm = x, rp = r, rm = r;
-    xp[i] += h;
-    xm[i] -= h;
-    rp[i] += h;
-    rm[i] -= h;
-    EXPECT_NEAR(gs[i], (loss(xp, r, w, b) - loss(xm, r, w, b)) / (2 * h), 1e-6) << "grad_sum (x) " << i;
-    EXPECT_NEAR(gs[i], (loss(x, rp, w, b) - loss(x, rm, w, b)) / (2 * h), 1e-6)
-        << "grad_sum (residual) " << i;
-  }
-  for (int64_t j = 0; j < cols; ++j) {
-    auto wp = w, wm = w, bp = b, bm = b;
-    wp[j] += h;
-    wm[j] -= h;
-    bp[j] += h;
-    bm[j] -= h;
-    EXPECT_NEAR(gw[j], (loss(x, r, wp, b) - loss(x, r, wm, b)) / (2 * h), 1e-6) << "grad_weight " << j;
-    EXPECT_NEAR(gb[j], (loss(x, r, w, bp) - loss(x, r, w, bm)) / (2 * h), 1e-6) << "grad_bias " << j;
-  }
+  ExpectGradient(gs, x, loss, h, 1e-6, "grad_sum (x)");
+  ExpectGradient(gs, r, loss, h, 1e-6, "grad_sum (residual)");
+  ExpectGradient(gw, w, loss, h, 1e-6, "grad_weight");
+  ExpectGradient(gb, b, loss, h, 1e-6, "grad_bias");
 }
 
 TEST(AddLayerNormKernel, BitwiseDeterministicAcrossParallelFor) {

@@ -34,10 +34,7 @@ void AddRmsNormBackward(const T* grad_out, const T* grad_residual_out, const T* 
                                      const AddRmsNormAttrs&, const ParallelFor&);                           \
   template void AddRmsNormBackward<T>(const T*, const T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, \
                                       const AddRmsNormAttrs&, const ParallelFor&);
-OPBRIDGE_INSTANTIATE(float)
-OPBRIDGE_INSTANTIATE(double)
-OPBRIDGE_INSTANTIATE(Float16)
-OPBRIDGE_INSTANTIATE(BFloat16)
+OPBRIDGE_FOR_EACH_FLOATING_TYPE(OPBRIDGE_INSTANTIATE)
 #undef OPBRIDGE_INSTANTIATE
 
 Status LaunchAddRmsNorm(const KernelArgs& args) {

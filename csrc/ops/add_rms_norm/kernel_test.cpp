@@ -12,10 +12,7 @@
 namespace opbridge {
 namespace {
 
-using testing::Absent;
-using testing::Contains;
-using testing::Info;
-using testing::Random;
+using namespace testing;  // NOLINT(build/namespaces): the kernel tests' helpers
 
 // out and residual_out in long double, from x and residual as T.
 template <typename T>
@@ -59,17 +56,17 @@ TEST(AddRmsNormKernel, ForwardDouble) { CheckForward<double>(1e-13); }
 TEST(AddRmsNormKernel, BackwardMatchesFiniteDifferences) {
   const int64_t rows = 3, cols = 5;
   const double eps = 1e-6, h = 1e-6;
-  const auto x = Random<double>(rows * cols, 4), r = Random<double>(rows * cols, 5);
-  const auto w = Random<double>(cols, 6, 0.5, 1.5), b = Random<double>(cols, 7);
+  auto x = Random<double>(rows * cols, 4);
+  const auto r = Random<double>(rows * cols, 5);
+  auto w = Random<double>(cols, 6, 0.5, 1.5), b = Random<double>(cols, 7);
   const auto g = Random<double>(rows * cols, 8), gr = Random<double>(rows * cols, 9);
   // Loss L = sum(g * out) + sum(gr * residual_out).
-  auto loss = [&](const std::vector<double>& xs, const std::vector<double>& ws,
-                  const std::vector<double>& bs) {
-    std::vector<double> out(xs.size()), sum(xs.size());
-    AddRmsNormForward<double>(xs.data(), r.data(), ws.data(), bs.data(), out.data(), sum.data(), rows, cols,
+  auto loss = [&]() {
+    std::vector<double> out(x.size()), sum(x.size());
+    AddRmsNormForward<double>(x.data(), r.data(), w.data(), b.data(), out.data(), sum.data(), rows, cols,
                               AddRmsNormAttrs{eps}, SerialFor);
-    double total = 0.0;
-    for (size_t i = 0; i < out.size(); ++i) total += g[i] * out[i] + gr[i] * sum[i];
+    long double total = 0.0L;
+    for (size_t i = 0; i < out.size(); ++i) total += static_cast<long double>(g[i]) * out[i] + gr[i] * sum[i];
     return total;
   };
   std::vector<double> sum(x.size()), out(x.size());
@@ -78,21 +75,9 @@ TEST(AddRmsNormKernel, BackwardMatchesFiniteDifferences) {
   std::vector<double> gs(x.size()), gw(cols), gb(cols);
   AddRmsNormBackward<double>(g.data(), gr.data(), sum.data(), w.data(), gs.data(), gw.data(), gb.data(), rows,
                              cols, AddRmsNormAttrs{eps}, SerialFor);
-  for (size_t i = 0; i < x.size(); ++i) {
-    auto xp = x, xm = x;
-    xp[i] += h;
-    xm[i] -= h;
-    EXPECT_NEAR(gs[i], (loss(xp, w, b) - loss(xm, w, b)) / (2 * h), 1e-6) << "grad_sum " << i;
-  }
-  for (int64_t j = 0; j < cols; ++j) {
-    auto wp = w, wm = w, bp = b, bm = b;
-    wp[j] += h;
-    wm[j] -= h;
-    bp[j] += h;
-    bm[j] -= h;
-    EXPECT_NEAR(gw[j], (loss(x, wp, b) - loss(x, wm, b)) / (2 * h), 1e-6) << "grad_weight " << j;
-    EXPECT_NEAR(gb[j], (loss(x, w, bp) - loss(x, w, bm)) / (2 * h), 1e-6) << "grad_bias " << j;
-  }
+  ExpectGradient(gs, x, loss, h, 1e-6, "grad_sum");
+  ExpectGradient(gw, w, loss, h, 1e-6, "grad_weight");
+  ExpectGradient(gb, b, loss, h, 1e-6, "grad_bias");
 }
 
 TEST(AddRmsNormKernel, BitwiseDeterministicAcrossParallelFor) {

@@ -83,10 +83,7 @@ void BiasGeluBackward(const T* grad_y, const T* x, const T* bias, T* grad_x, T* 
                                    const ParallelFor&);                                            \
   template void BiasGeluBackward<T>(const T*, const T*, const T*, T*, T*, int64_t, int64_t,        \
                                     const BiasGeluAttrs&, const ParallelFor&);
-OPBRIDGE_INSTANTIATE(float)
-OPBRIDGE_INSTANTIATE(double)
-OPBRIDGE_INSTANTIATE(Float16)
-OPBRIDGE_INSTANTIATE(BFloat16)
+OPBRIDGE_FOR_EACH_FLOATING_TYPE(OPBRIDGE_INSTANTIATE)
 #undef OPBRIDGE_INSTANTIATE
 
 namespace {

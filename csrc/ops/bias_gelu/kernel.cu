@@ -314,10 +314,7 @@ Status BiasGeluBackwardCuda(const T* grad_y, const T* x, const T* bias, T* grad_
   template size_t BiasGeluBackwardCudaScratchBytes<T>(int64_t, int64_t);                                 \
   template Status BiasGeluBackwardCuda<T>(const T*, const T*, const T*, T*, T*, int64_t, int64_t,        \
                                           const BiasGeluAttrs&, void*, CudaStream);
-OPBRIDGE_INSTANTIATE(float)
-OPBRIDGE_INSTANTIATE(double)
-OPBRIDGE_INSTANTIATE(Float16)
-OPBRIDGE_INSTANTIATE(BFloat16)
+OPBRIDGE_FOR_EACH_FLOATING_TYPE(OPBRIDGE_INSTANTIATE)
 #undef OPBRIDGE_INSTANTIATE
 
 namespace {

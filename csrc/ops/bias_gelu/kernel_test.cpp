@@ -12,9 +12,7 @@
 namespace opbridge {
 namespace {
 
-using testing::Contains;
-using testing::Info;
-using testing::Random;
+using namespace testing;  // NOLINT(build/namespaces): the kernel tests' helpers
 
 double Gelu(double v, bool use_tanh) {
   if (use_tanh) return 0.5 * v * (1 + std::tanh(std::sqrt(2.0 / M_PI) * (v + 0.044715 * v * v * v)));

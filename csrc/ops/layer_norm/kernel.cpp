@@ -275,10 +275,7 @@ void LayerNormBackward(const T* grad_y, const T* grad_add, const T* x, const T* 
                                          const LayerNormAttrs&, const ParallelFor&);                       \
   template void LayerNormBackward<T>(const T*, const T*, const T*, const T*, T*, T*, T*, int64_t, int64_t, \
                                      const LayerNormAttrs&, const ParallelFor&);
-OPBRIDGE_INSTANTIATE(float)
-OPBRIDGE_INSTANTIATE(double)
-OPBRIDGE_INSTANTIATE(Float16)
-OPBRIDGE_INSTANTIATE(BFloat16)
+OPBRIDGE_FOR_EACH_FLOATING_TYPE(OPBRIDGE_INSTANTIATE)
 #undef OPBRIDGE_INSTANTIATE
 
 Status LaunchLayerNorm(const KernelArgs& args) {

@@ -47,40 +47,8 @@ void LayerNormBackward(const T* grad_y, const T* grad_add, const T* x, const T* 
                        T* grad_weight, T* grad_bias, int64_t rows, int64_t cols, const LayerNormAttrs& attrs,
                        const ParallelFor& parallel_for);
 
-// CUDA kernels (kernel.cu, built with OPBRIDGE_CUDA=ON). Pointers are
-// device pointers on the current device, contiguous, and outputs do not
-// overlap inputs; the work is enqueued on `stream` without synchronizing, and
-// a failed launch comes back as an error Status. T as above: 16-bit types
-// load into float32, compute and accumulate in float32 and round to nearest
-// even on store; float32 computes in float32, double in double (row sums
-// stay in that type, where the CPU kernels move them to double every 1024
-// elements). Each input row is read from memory once for rows up to 8192
-// elements (4096 for double; half that with unaligned pointers or cols not a
-// multiple of 16 bytes), from the cache after the first tile beyond that.
-//
-// y as LayerNormForward computes it (weight and bias may each be null), with
-// the same two-step mean (the row mean, then the mean deviation from it) and
-// biased variance.
-template <typename T>
-Status LayerNormForwardCuda(const T* x, const T* weight, const T* bias, T* y, int64_t rows, int64_t cols,
-                            const LayerNormAttrs& attrs, CudaStream stream);
-
-// Bytes of device scratch memory LayerNormBackwardCuda needs for rows x cols
-// (0 for an empty x).
-template <typename T>
-size_t LayerNormBackwardCudaScratchBytes(int64_t rows, int64_t cols);
-
-// The gradients LayerNormBackward computes (without grad_add): weight may be
-// null (ones); grad_weight and grad_bias may each be null when not needed.
-// Mean and variance are recomputed from x. Weight and bias gradients are
-// deterministic: per-chunk column sums (a fixed split of the rows, by shape
-// alone) go to `scratch` (LayerNormBackwardCudaScratchBytes bytes, valid until
-// the enqueued work is done) and are added in chunk order in double, with no
-// atomics, so results do not depend on the device or on scheduling. rows == 0
-// zero-fills the gradients requested.
-template <typename T>
-Status LayerNormBackwardCuda(const T* grad_y, const T* x, const T* weight, T* grad_x, T* grad_weight,
-                             T* grad_bias, int64_t rows, int64_t cols, const LayerNormAttrs& attrs,
-                             void* scratch, CudaStream stream);
+// The CUDA kernels (kernel.cu, built with OPBRIDGE_CUDA=ON) are the
+// normalization kernels shared by the four norms (opbridge/cuda_norms.cuh,
+// which says what they compute), registered for the op.
 
 }  // namespace opbridge

@@ -15,10 +15,7 @@
 namespace opbridge {
 namespace {
 
-using testing::Absent;
-using testing::Contains;
-using testing::Info;
-using testing::Random;
+using namespace testing;  // NOLINT(build/namespaces): the kernel tests' helpers
 
 struct Dims {
   int64_t rows;
@@ -235,21 +232,12 @@ TEST(LayerNormKernel, BackwardMatchesFiniteDifferences) {
     for (size_t i = 0; i < y.size(); ++i) total += static_cast<long double>(g[i]) * y[i] + ga[i] * x[i];
     return total;
   };
-  auto numeric = [&](std::vector<double>& v, size_t i) {
-    const double saved = v[i];
-    v[i] = saved + h;
-    const long double up = loss();
-    v[i] = saved - h;
-    const long double down = loss();
-    v[i] = saved;
-    return static_cast<double>((up - down) / (2.0L * h));
-  };
   std::vector<double> gx(x.size()), gw(w.size()), gb(b.size());
   LayerNormBackward<double>(g.data(), ga.data(), x.data(), w.data(), gx.data(), gw.data(), gb.data(), rows,
                             cols, LayerNormAttrs{eps}, SerialFor);
-  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(gx[i], numeric(x, i), 1e-7) << "grad_x[" << i << "]";
-  for (size_t j = 0; j < w.size(); ++j) EXPECT_NEAR(gw[j], numeric(w, j), 1e-7) << "grad_weight[" << j << "]";
-  for (size_t j = 0; j < b.size(); ++j) EXPECT_NEAR(gb[j], numeric(b, j), 1e-7) << "grad_bias[" << j << "]";
+  ExpectGradient(gx, x, loss, h, 1e-7, "grad_x");
+  ExpectGradient(gw, w, loss, h, 1e-7, "grad_weight");
+  ExpectGradient(gb, b, loss, h, 1e-7, "grad_bias");
 }
 
 TEST(LayerNormKernel, UnneededParameterGradientsAreSkipped) {

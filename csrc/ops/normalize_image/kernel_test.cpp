@@ -11,8 +11,7 @@
 namespace opbridge {
 namespace {
 
-using testing::Contains;
-using testing::Info;
+using namespace testing;  // NOLINT(build/namespaces): the kernel tests' helpers
 
 TEST(NormalizeImageKernel, Uint8NhwcToFloatNchw) {
   const ImageDims d{2, 3, 4, 5};

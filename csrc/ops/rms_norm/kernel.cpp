@@ -210,10 +210,7 @@ void RmsNormBackward(const T* grad_y, const T* x, const T* weight, T* grad_x, T*
                                    const RmsNormAttrs&, const ParallelFor&);                               \
   template void RmsNormBackwardWithAdd<T>(const T*, const T*, const T*, const T*, T*, T*, T*, int64_t,     \
                                           int64_t, const RmsNormAttrs&, const ParallelFor&);
-OPBRIDGE_INSTANTIATE(float)
-OPBRIDGE_INSTANTIATE(double)
-OPBRIDGE_INSTANTIATE(Float16)
-OPBRIDGE_INSTANTIATE(BFloat16)
+OPBRIDGE_FOR_EACH_FLOATING_TYPE(OPBRIDGE_INSTANTIATE)
 #undef OPBRIDGE_INSTANTIATE
 
 Status LaunchRmsNorm(const KernelArgs& args) {

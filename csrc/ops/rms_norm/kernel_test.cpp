@@ -14,31 +14,10 @@
 #include "opbridge/parallel.h"
 #include "opbridge/spec.h"
 #include "ops/rms_norm/spec.h"
+#include "tests/test_util.h"
 
 namespace opbridge {
 namespace {
-
-template <typename T>
-double RelTol();
-template <>
-double RelTol<float>() {
-  return 1e-5;
-}
-template <>
-double RelTol<double>() {
-  return 1e-12;
-}
-
-template <typename T>
-const char* TypeName();
-template <>
-const char* TypeName<float>() {
-  return "float";
-}
-template <>
-const char* TypeName<double>() {
-  return "double";
-}
 
 struct Dims {
   int64_t rows;
@@ -48,15 +27,6 @@ struct Dims {
 const std::vector<Dims>& ReferenceShapes() {
   static const std::vector<Dims> shapes = {{1, 1}, {3, 7}, {2, 65536}, {1000, 3}};
   return shapes;
-}
-
-template <typename T>
-std::vector<T> RandomVector(int64_t n, uint32_t seed, double lo, double hi) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<double> dist(lo, hi);
-  std::vector<T> v(static_cast<size_t>(n));
-  for (auto& e : v) e = static_cast<T>(dist(gen));
-  return v;
 }
 
 // Calls body on chunks of `chunk` elements (or `grain` when chunk is 0),
@@ -175,16 +145,16 @@ void CheckForwardShapes(bool with_bias) {
   uint32_t seed = with_bias ? 100 : 200;
   for (const Dims& dims : ReferenceShapes()) {
     const int64_t rows = dims.rows, cols = dims.cols;
-    const std::vector<T> x = RandomVector<T>(rows * cols, seed++, -2.0, 2.0);
-    const std::vector<T> w = RandomVector<T>(cols, seed++, 0.5, 1.5);
-    const std::vector<T> b = RandomVector<T>(cols, seed++, -1.0, 1.0);
+    const std::vector<T> x = testing::Random<T>(rows * cols, seed++, -2.0, 2.0);
+    const std::vector<T> w = testing::Random<T>(cols, seed++, 0.5, 1.5);
+    const std::vector<T> b = testing::Random<T>(cols, seed++, -1.0, 1.0);
     std::vector<T> y(x.size(), T(-777));
     RmsNormForward<T>(x.data(), w.data(), with_bias ? b.data() : nullptr, y.data(), rows, cols,
                       RmsNormAttrs{eps}, serial);
     const std::vector<Ref> ref = ReferenceForward(x, w, with_bias ? &b : nullptr, rows, cols, eps);
-    ExpectClose(y, ref, RelTol<T>(),
-                std::string(TypeName<T>()) + " y " + std::to_string(rows) + "x" + std::to_string(cols) +
-                    (with_bias ? " with bias" : " without bias"));
+    ExpectClose(y, ref, testing::RelTol<T>(),
+                std::string(testing::TypeName<T>()) + " y " + std::to_string(rows) + "x" +
+                    std::to_string(cols) + (with_bias ? " with bias" : " without bias"));
   }
 }
 
@@ -207,10 +177,10 @@ template <typename T>
 void CheckZeroRowGivesZeros() {
   ParallelFor serial = SerialFor;
   const int64_t rows = 3, cols = 5;
-  std::vector<T> x = RandomVector<T>(rows * cols, 7, -1.0, 1.0);
+  std::vector<T> x = testing::Random<T>(rows * cols, 7, -1.0, 1.0);
   std::fill(x.begin() + cols, x.begin() + 2 * cols, T(0));  // Row 1 is all zeros.
-  const std::vector<T> w = RandomVector<T>(cols, 8, 0.5, 1.5);
-  const std::vector<T> b = RandomVector<T>(cols, 9, -1.0, 1.0);
+  const std::vector<T> w = testing::Random<T>(cols, 8, 0.5, 1.5);
+  const std::vector<T> b = testing::Random<T>(cols, 9, -1.0, 1.0);
   std::vector<T> y(x.size(), T(-777));
   RmsNormForward<T>(x.data(), w.data(), nullptr, y.data(), rows, cols, RmsNormAttrs{1e-6}, serial);
   for (int64_t j = 0; j < cols; ++j) {
@@ -218,7 +188,7 @@ void CheckZeroRowGivesZeros() {
     EXPECT_FALSE(std::isnan(v)) << "column " << j;
     EXPECT_EQ(v, T(0)) << "column " << j;
   }
-  ExpectClose(y, ReferenceForward<T>(x, w, nullptr, rows, cols, 1e-6), RelTol<T>(), "y, zero row");
+  ExpectClose(y, ReferenceForward<T>(x, w, nullptr, rows, cols, 1e-6), testing::RelTol<T>(), "y, zero row");
 
   std::vector<T> yb(x.size(), T(-777));
   RmsNormForward<T>(x.data(), w.data(), b.data(), yb.data(), rows, cols, RmsNormAttrs{1e-6}, serial);
@@ -227,15 +197,15 @@ void CheckZeroRowGivesZeros() {
   }
 
   // The backward of a zero row is finite too: grad_x = g * w / sqrt(eps).
-  const std::vector<T> g = RandomVector<T>(rows * cols, 10, -1.0, 1.0);
+  const std::vector<T> g = testing::Random<T>(rows * cols, 10, -1.0, 1.0);
   std::vector<T> grad_x(x.size()), grad_w(static_cast<size_t>(cols)), grad_b(static_cast<size_t>(cols));
   RmsNormBackward<T>(g.data(), x.data(), w.data(), grad_x.data(), grad_w.data(), grad_b.data(), rows, cols,
                      RmsNormAttrs{1e-6}, serial);
   for (T v : grad_x) EXPECT_TRUE(std::isfinite(v));
   const BackwardRef ref = ReferenceBackward(g, x, w, rows, cols, 1e-6);
-  ExpectClose(grad_x, ref.grad_x, RelTol<T>(), "grad_x, zero row");
-  ExpectClose(grad_w, ref.grad_weight, RelTol<T>(), "grad_weight, zero row");
-  ExpectClose(grad_b, ref.grad_bias, RelTol<T>(), "grad_bias, zero row");
+  ExpectClose(grad_x, ref.grad_x, testing::RelTol<T>(), "grad_x, zero row");
+  ExpectClose(grad_w, ref.grad_weight, testing::RelTol<T>(), "grad_weight, zero row");
+  ExpectClose(grad_b, ref.grad_bias, testing::RelTol<T>(), "grad_bias, zero row");
 }
 
 TEST(RmsNormKernel, ZeroRowGivesZerosNotNanFloat) { CheckZeroRowGivesZeros<float>(); }
@@ -266,19 +236,19 @@ void CheckBackwardShapes() {
   uint32_t seed = 300;
   for (const Dims& dims : ReferenceShapes()) {
     const int64_t rows = dims.rows, cols = dims.cols;
-    const std::vector<T> x = RandomVector<T>(rows * cols, seed++, -2.0, 2.0);
-    const std::vector<T> w = RandomVector<T>(cols, seed++, 0.5, 1.5);
-    const std::vector<T> g = RandomVector<T>(rows * cols, seed++, -1.0, 1.0);
+    const std::vector<T> x = testing::Random<T>(rows * cols, seed++, -2.0, 2.0);
+    const std::vector<T> w = testing::Random<T>(cols, seed++, 0.5, 1.5);
+    const std::vector<T> g = testing::Random<T>(rows * cols, seed++, -1.0, 1.0);
     std::vector<T> grad_x(x.size(), T(-777)), grad_w(static_cast<size_t>(cols), T(-777)),
         grad_b(static_cast<size_t>(cols), T(-777));
     RmsNormBackward<T>(g.data(), x.data(), w.data(), grad_x.data(), grad_w.data(), grad_b.data(), rows, cols,
                        RmsNormAttrs{eps}, serial);
     const BackwardRef ref = ReferenceBackward(g, x, w, rows, cols, eps);
     const std::string where =
-        std::string(TypeName<T>()) + " " + std::to_string(rows) + "x" + std::to_string(cols);
-    ExpectClose(grad_x, ref.grad_x, RelTol<T>(), "grad_x " + where);
-    ExpectClose(grad_w, ref.grad_weight, RelTol<T>(), "grad_weight " + where);
-    ExpectClose(grad_b, ref.grad_bias, RelTol<T>(), "grad_bias " + where);
+        std::string(testing::TypeName<T>()) + " " + std::to_string(rows) + "x" + std::to_string(cols);
+    ExpectClose(grad_x, ref.grad_x, testing::RelTol<T>(), "grad_x " + where);
+    ExpectClose(grad_w, ref.grad_weight, testing::RelTol<T>(), "grad_weight " + where);
+    ExpectClose(grad_b, ref.grad_bias, testing::RelTol<T>(), "grad_bias " + where);
   }
 }
 
@@ -291,10 +261,10 @@ TEST(RmsNormKernel, BackwardMatchesFiniteDifferences) {
   ParallelFor serial = SerialFor;
   const int64_t rows = 3, cols = 5;
   const double eps = 1e-3;
-  std::vector<double> x = RandomVector<double>(rows * cols, 11, -2.0, 2.0);
-  std::vector<double> w = RandomVector<double>(cols, 12, 0.5, 1.5);
-  std::vector<double> b = RandomVector<double>(cols, 13, -1.0, 1.0);
-  const std::vector<double> g = RandomVector<double>(rows * cols, 14, -1.0, 1.0);
+  std::vector<double> x = testing::Random<double>(rows * cols, 11, -2.0, 2.0);
+  std::vector<double> w = testing::Random<double>(cols, 12, 0.5, 1.5);
+  std::vector<double> b = testing::Random<double>(cols, 13, -1.0, 1.0);
+  const std::vector<double> g = testing::Random<double>(rows * cols, 14, -1.0, 1.0);
   auto loss = [&]() {
     std::vector<double> y(x.size());
     RmsNormForward<double>(x.data(), w.data(), b.data(), y.data(), rows, cols, RmsNormAttrs{eps}, serial);
@@ -302,32 +272,22 @@ TEST(RmsNormKernel, BackwardMatchesFiniteDifferences) {
     for (size_t i = 0; i < y.size(); ++i) sum += static_cast<long double>(g[i]) * y[i];
     return sum;
   };
-  auto numeric = [&](std::vector<double>& v, size_t i) {
-    const double h = 1e-6, saved = v[i];
-    v[i] = saved + h;
-    const long double up = loss();
-    v[i] = saved - h;
-    const long double down = loss();
-    v[i] = saved;
-    return static_cast<double>((up - down) / (2.0L * h));
-  };
   std::vector<double> grad_x(x.size()), grad_w(w.size()), grad_b(b.size());
   RmsNormBackward<double>(g.data(), x.data(), w.data(), grad_x.data(), grad_w.data(), grad_b.data(), rows,
                           cols, RmsNormAttrs{eps}, serial);
-  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(grad_x[i], numeric(x, i), 1e-7) << "grad_x[" << i << "]";
-  for (size_t j = 0; j < w.size(); ++j)
-    EXPECT_NEAR(grad_w[j], numeric(w, j), 1e-7) << "grad_weight[" << j << "]";
-  for (size_t j = 0; j < b.size(); ++j)
-    EXPECT_NEAR(grad_b[j], numeric(b, j), 1e-7) << "grad_bias[" << j << "]";
+  const double h = 1e-6;
+  testing::ExpectGradient(grad_x, x, loss, h, 1e-7, "grad_x");
+  testing::ExpectGradient(grad_w, w, loss, h, 1e-7, "grad_weight");
+  testing::ExpectGradient(grad_b, b, loss, h, 1e-7, "grad_bias");
 }
 
 template <typename T>
 void CheckNullGradBias() {
   ParallelFor serial = SerialFor;
   const int64_t rows = 37, cols = 9;
-  const std::vector<T> x = RandomVector<T>(rows * cols, 21, -2.0, 2.0);
-  const std::vector<T> w = RandomVector<T>(cols, 22, 0.5, 1.5);
-  const std::vector<T> g = RandomVector<T>(rows * cols, 23, -1.0, 1.0);
+  const std::vector<T> x = testing::Random<T>(rows * cols, 21, -2.0, 2.0);
+  const std::vector<T> w = testing::Random<T>(cols, 22, 0.5, 1.5);
+  const std::vector<T> g = testing::Random<T>(rows * cols, 23, -1.0, 1.0);
   std::vector<T> grad_x(x.size()), grad_w(static_cast<size_t>(cols)), grad_b(static_cast<size_t>(cols));
   RmsNormBackward<T>(g.data(), x.data(), w.data(), grad_x.data(), grad_w.data(), grad_b.data(), rows, cols,
                      RmsNormAttrs{1e-6}, serial);
@@ -337,8 +297,8 @@ void CheckNullGradBias() {
   EXPECT_EQ(grad_x, grad_x2);
   EXPECT_EQ(grad_w, grad_w2);
   const BackwardRef ref = ReferenceBackward(g, x, w, rows, cols, 1e-6);
-  ExpectClose(grad_x2, ref.grad_x, RelTol<T>(), "grad_x, no grad_bias");
-  ExpectClose(grad_w2, ref.grad_weight, RelTol<T>(), "grad_weight, no grad_bias");
+  ExpectClose(grad_x2, ref.grad_x, testing::RelTol<T>(), "grad_x, no grad_bias");
+  ExpectClose(grad_w2, ref.grad_weight, testing::RelTol<T>(), "grad_weight, no grad_bias");
 }
 
 TEST(RmsNormKernel, NullGradBiasAllowedFloat) { CheckNullGradBias<float>(); }
@@ -366,11 +326,11 @@ void CheckDeterministicAcrossParallelFor() {
   for (const Dims& dims : shapes) {
     const int64_t rows = dims.rows, cols = dims.cols;
     const std::string where =
-        std::string(TypeName<T>()) + " " + std::to_string(rows) + "x" + std::to_string(cols);
-    const std::vector<T> x = RandomVector<T>(rows * cols, seed++, -2.0, 2.0);
-    const std::vector<T> w = RandomVector<T>(cols, seed++, 0.5, 1.5);
-    const std::vector<T> b = RandomVector<T>(cols, seed++, -1.0, 1.0);
-    const std::vector<T> g = RandomVector<T>(rows * cols, seed++, -1.0, 1.0);
+        std::string(testing::TypeName<T>()) + " " + std::to_string(rows) + "x" + std::to_string(cols);
+    const std::vector<T> x = testing::Random<T>(rows * cols, seed++, -2.0, 2.0);
+    const std::vector<T> w = testing::Random<T>(cols, seed++, 0.5, 1.5);
+    const std::vector<T> b = testing::Random<T>(cols, seed++, -1.0, 1.0);
+    const std::vector<T> g = testing::Random<T>(rows * cols, seed++, -1.0, 1.0);
     const size_t n = x.size(), c = static_cast<size_t>(cols);
 
     ParallelFor serial = SerialFor;
@@ -409,8 +369,8 @@ TEST(RmsNormKernel, BitwiseDeterministicAcrossParallelForDouble) {
 
 TEST(RmsNormLaunch, RunsThroughKernelArgs) {
   const int64_t rows = 6, cols = 4;  // x is [2, 3, 4]
-  const std::vector<float> x = RandomVector<float>(rows * cols, 31, -2.0, 2.0);
-  const std::vector<float> w = RandomVector<float>(cols, 32, 0.5, 1.5);
+  const std::vector<float> x = testing::Random<float>(rows * cols, 31, -2.0, 2.0);
+  const std::vector<float> w = testing::Random<float>(cols, 32, 0.5, 1.5);
   std::vector<float> y(x.size(), -777.0f);
   KernelArgs args;
   args.inputs = {x.data(), w.data(), nullptr};

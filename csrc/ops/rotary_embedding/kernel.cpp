@@ -442,10 +442,7 @@ void RotaryEmbeddingBackward(const T* grad_y, const T* x, const T* cos, const T*
                                           const RotaryAttrs&, const ParallelFor&);             \
   template void RotaryEmbeddingBackward<T>(const T*, const T*, const T*, const T*, T*, T*, T*, \
                                            const RotaryDims&, const RotaryAttrs&, const ParallelFor&);
-OPBRIDGE_INSTANTIATE(float)
-OPBRIDGE_INSTANTIATE(double)
-OPBRIDGE_INSTANTIATE(Float16)
-OPBRIDGE_INSTANTIATE(BFloat16)
+OPBRIDGE_FOR_EACH_FLOATING_TYPE(OPBRIDGE_INSTANTIATE)
 #undef OPBRIDGE_INSTANTIATE
 
 RotaryDims RotaryDimsOf(const Shape& x, const Shape& cos) {

@@ -424,10 +424,7 @@ Status RotaryEmbeddingBackwardCuda(const T* grad_y, const T* x, const T* cos, co
   template size_t RotaryEmbeddingBackwardCudaScratchBytes<T>(const RotaryDims&);                     \
   template Status RotaryEmbeddingBackwardCuda<T>(const T*, const T*, const T*, const T*, T*, T*, T*, \
                                                  const RotaryDims&, const RotaryAttrs&, void*, CudaStream);
-OPBRIDGE_INSTANTIATE(float)
-OPBRIDGE_INSTANTIATE(double)
-OPBRIDGE_INSTANTIATE(Float16)
-OPBRIDGE_INSTANTIATE(BFloat16)
+OPBRIDGE_FOR_EACH_FLOATING_TYPE(OPBRIDGE_INSTANTIATE)
 #undef OPBRIDGE_INSTANTIATE
 
 namespace {

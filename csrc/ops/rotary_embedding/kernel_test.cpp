@@ -12,9 +12,7 @@
 namespace opbridge {
 namespace {
 
-using testing::Contains;
-using testing::Info;
-using testing::Random;
+using namespace testing;  // NOLINT(build/namespaces): the kernel tests' helpers
 
 // Rotation written out per element, independent of the kernel's loops.
 std::vector<double> Reference(const std::vector<double>& x, const std::vector<double>& c,
@@ -60,36 +58,23 @@ TEST(RotaryEmbeddingKernel, ForwardMatchesReferenceBothLayoutsAndPartial) {
 void ExpectBackwardMatchesFiniteDifferences(const RotaryDims& d, uint32_t seed) {
   const int64_t n = d.batch * d.seq * d.heads * d.head_dim, m = d.table_batch * d.seq * d.half;
   for (bool interleaved : {false, true}) {
-    const auto x = Random<double>(n, seed), c = Random<double>(m, seed + 1), s = Random<double>(m, seed + 2);
+    auto x = Random<double>(n, seed), c = Random<double>(m, seed + 1), s = Random<double>(m, seed + 2);
     const auto g = Random<double>(n, seed + 3);
     std::vector<double> gx(n), gc(m), gs(m);
     RotaryEmbeddingBackward<double>(g.data(), x.data(), c.data(), s.data(), gx.data(), gc.data(), gs.data(),
                                     d, RotaryAttrs{interleaved}, SerialFor);
-    auto loss = [&](const std::vector<double>& xs, const std::vector<double>& cs,
-                    const std::vector<double>& ss) {
+    auto loss = [&]() {
       std::vector<double> y(n);
-      RotaryEmbeddingForward<double>(xs.data(), cs.data(), ss.data(), y.data(), d, RotaryAttrs{interleaved},
+      RotaryEmbeddingForward<double>(x.data(), c.data(), s.data(), y.data(), d, RotaryAttrs{interleaved},
                                      SerialFor);
-      double total = 0.0;
-      for (int64_t i = 0; i < n; ++i) total += g[i] * y[i];
+      long double total = 0.0L;
+      for (int64_t i = 0; i < n; ++i) total += static_cast<long double>(g[i]) * y[i];
       return total;
     };
     const double h = 1e-6;
-    for (int64_t i = 0; i < n; ++i) {
-      auto xp = x, xm = x;
-      xp[i] += h;
-      xm[i] -= h;
-      EXPECT_NEAR(gx[i], (loss(xp, c, s) - loss(xm, c, s)) / (2 * h), 1e-7) << "grad_x " << i;
-    }
-    for (int64_t i = 0; i < m; ++i) {
-      auto cp = c, cm = c, sp = s, sm = s;
-      cp[i] += h;
-      cm[i] -= h;
-      sp[i] += h;
-      sm[i] -= h;
-      EXPECT_NEAR(gc[i], (loss(x, cp, s) - loss(x, cm, s)) / (2 * h), 1e-7) << "grad_cos " << i;
-      EXPECT_NEAR(gs[i], (loss(x, c, sp) - loss(x, c, sm)) / (2 * h), 1e-7) << "grad_sin " << i;
-    }
+    ExpectGradient(gx, x, loss, h, 1e-7, "grad_x");
+    ExpectGradient(gc, c, loss, h, 1e-7, "grad_cos");
+    ExpectGradient(gs, s, loss, h, 1e-7, "grad_sin");
   }
 }
 

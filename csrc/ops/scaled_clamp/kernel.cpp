@@ -93,10 +93,7 @@ void ScaledClampBackward(const T* grad_y, const T* x, T* grad_x, int64_t n, cons
   template void ScaledClampForward<T>(const T*, T*, int64_t, const ScaledClampAttrs&, const ParallelFor&); \
   template void ScaledClampBackward<T>(const T*, const T*, T*, int64_t, const ScaledClampAttrs&,           \
                                        const ParallelFor&);
-OPBRIDGE_INSTANTIATE(float)
-OPBRIDGE_INSTANTIATE(double)
-OPBRIDGE_INSTANTIATE(Float16)
-OPBRIDGE_INSTANTIATE(BFloat16)
+OPBRIDGE_FOR_EACH_FLOATING_TYPE(OPBRIDGE_INSTANTIATE)
 #undef OPBRIDGE_INSTANTIATE
 
 Status LaunchScaledClamp(const KernelArgs& args) {

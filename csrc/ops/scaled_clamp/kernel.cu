@@ -134,10 +134,7 @@ Status ScaledClampBackwardCuda(const T* grad_y, const T* x, T* grad_x, int64_t n
   template Status ScaledClampForwardCuda<T>(const T*, T*, int64_t, const ScaledClampAttrs&, CudaStream); \
   template Status ScaledClampBackwardCuda<T>(const T*, const T*, T*, int64_t, const ScaledClampAttrs&,   \
                                              CudaStream);
-OPBRIDGE_INSTANTIATE(float)
-OPBRIDGE_INSTANTIATE(double)
-OPBRIDGE_INSTANTIATE(Float16)
-OPBRIDGE_INSTANTIATE(BFloat16)
+OPBRIDGE_FOR_EACH_FLOATING_TYPE(OPBRIDGE_INSTANTIATE)
 #undef OPBRIDGE_INSTANTIATE
 
 namespace {

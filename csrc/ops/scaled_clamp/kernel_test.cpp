@@ -12,20 +12,10 @@
 #include "opbridge/parallel.h"
 #include "opbridge/spec.h"
 #include "ops/scaled_clamp/spec.h"
+#include "tests/test_util.h"
 
 namespace opbridge {
 namespace {
-
-template <typename T>
-double RelTol();
-template <>
-double RelTol<float>() {
-  return 1e-5;
-}
-template <>
-double RelTol<double>() {
-  return 1e-12;
-}
 
 // clamp(x * scale, lo, hi) in long double, NaN propagating.
 long double ReferenceForward(long double x, long double scale, long double lo, long double hi) {
@@ -54,7 +44,7 @@ void CheckForwardAgainstReference() {
   int below = 0, inside = 0, above = 0;
   for (size_t i = 0; i < x.size(); ++i) {
     const long double ref = ReferenceForward(x[i], attrs.scale, attrs.min_val, attrs.max_val);
-    const long double tol = RelTol<T>() * std::max<long double>(1.0L, std::fabs(ref));
+    const long double tol = testing::RelTol<T>() * std::max<long double>(1.0L, std::fabs(ref));
     EXPECT_NEAR(static_cast<double>(y[i]), static_cast<double>(ref), static_cast<double>(tol))
         << "x[" << i << "] = " << x[i];
     const long double v = static_cast<long double>(x[i]) * attrs.scale;
