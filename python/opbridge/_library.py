@@ -165,23 +165,16 @@ class Library:
             available=tuple(self.path.parent / name for name in module.TORCH_LIBRARIES),
         )
 
-    @property
-    def ort_library_path(self) -> Path:
-        """The ONNX Runtime custom-op library (beside the module)."""
-        return self.path.parent / self.module.ORT_LIBRARY
-
-    @property
-    def openvino_library_path(self) -> Path:
-        """The OpenVINO extension library (beside the module; built only where
-        OpenVINO's CMake package was found)."""
-        return self.path.parent / f"lib{self.name}_openvino.so"
-
-    @property
-    def executorch_library_path(self) -> Path:
-        """The ExecuTorch kernel library (beside the module; built only with the
-        executorch adapter): :func:`opbridge.deploy.executorch.load_kernels`
-        loads it."""
-        return self.path.parent / f"lib{self.name}_executorch.so"
+    def adapter_path(self, adapter: str) -> Path:
+        """The library of one of its runtime adapters, beside the module:
+        ``lib<name>_<adapter>.so`` (``"openvino"``, ``"executorch"``, a user's
+        adapter), or for ``"ort"`` the ONNX Runtime custom-op library, whose
+        file name the build may choose (``ORT_LIBRARY_NAME``). A runtime's
+        entry in the registry names its adapter; the file exists only where that
+        adapter was built."""
+        if adapter == "ort":
+            return self.path.parent / self.module.ORT_LIBRARY
+        return self.path.parent / f"lib{self.name}_{adapter}.so"
 
     def specs(self) -> dict[str, dict]:
         """Every operator's spec (from the C++ definition), keyed by op name."""

@@ -137,7 +137,7 @@ def test_a_second_copy_registers_nothing(kernels, tmp_path):
     # ExecuTorch aborts the process on a kernel name registered twice: a
     # second copy of the library (another path) refuses its kernels instead.
     copy = tmp_path / "libopbridge_executorch_copy.so"
-    copy.write_bytes(opbridge.libraries()[0].executorch_library_path.read_bytes())
+    copy.write_bytes(opbridge.libraries()[0].adapter_path("executorch").read_bytes())
     second = ctypes.CDLL(str(copy))
     second.opbridge_executorch_kernels.restype = ctypes.c_char_p
     second.opbridge_executorch_last_error.restype = ctypes.c_char_p
@@ -169,7 +169,7 @@ def test_another_executorch_release_registers_nothing():
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    built = opbridge.libraries()[0].executorch_library_path.name
+    built = opbridge.libraries()[0].adapter_path("executorch").name
     assert (
         f"refused | opbridge.deploy.executorch: {built} was built against executorch "
         f"{executorch_version.__version__}, this process runs executorch 0.1.0: its kernels were "

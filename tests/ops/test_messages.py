@@ -78,7 +78,7 @@ def _refusal(model) -> str:
 def _loaded() -> str:
     """The libraries loaded now: opbridge's, and those another test in this
     process loaded (the SDK's tests build and load some)."""
-    names = (f"{lib.onnx_domain} ({lib.ort_library_path.name})" for lib in opbridge.libraries())
+    names = (f"{lib.onnx_domain} ({lib.adapter_path('ort').name})" for lib in opbridge.libraries())
     return f"(loaded: {', '.join(names)})"
 
 

@@ -22,7 +22,7 @@ from ort_helpers import single_node_model
 
 ov = pytest.importorskip("openvino")
 openvino_runtime = pytest.importorskip("opbridge.runtimes.openvino")
-if not opbridge.libraries()[0].openvino_library_path.is_file():
+if not opbridge.libraries()[0].adapter_path("openvino").is_file():
     pytest.skip("libopbridge_openvino.so was not built", allow_module_level=True)
 
 FLOAT = TensorProto.FLOAT

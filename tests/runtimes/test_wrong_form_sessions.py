@@ -185,7 +185,7 @@ needs_openvino = pytest.mark.skipif(
 )
 needs_extension = pytest.mark.skipif(
     importlib.util.find_spec("openvino") is None
-    or not opbridge.libraries()[0].openvino_library_path.is_file(),
+    or not opbridge.libraries()[0].adapter_path("openvino").is_file(),
     reason="OpenVINO or libopbridge_openvino.so is missing",
 )
 

@@ -31,7 +31,7 @@ opbridge.export.export(model, (x,), sys.argv[2] + "/model.onnx", route="custom")
 x.numpy().astype(np.float32).tofile(sys.argv[2] + "/in.bin")
 with torch.no_grad():
     model(x).numpy().astype(np.float32).tofile(sys.argv[2] + "/expected.bin")
-print(my_fused_ops.LIBRARY.ort_library_path)
+print(my_fused_ops.LIBRARY.adapter_path("ort"))
 print(" ".join(map(str, x.shape)))
 """
 

@@ -101,7 +101,7 @@ def test_jit_build_is_cached_by_content(tmp_path, monkeypatch):
         "build_directory": cache,
     }
     library = opbridge.sdk.build.load("jit_ops", files, **kwargs)
-    assert library.onnx_domain == "com.example.jit" and library.ort_library_path.is_file()
+    assert library.onnx_domain == "com.example.jit" and library.adapter_path("ort").is_file()
     x = torch.randn(3, 5, dtype=torch.float64)
     torch.testing.assert_close(torch.ops.jit_ops.soft_cap(x, 2.0), 2.0 * torch.tanh(x / 2.0))
 
@@ -122,7 +122,7 @@ def test_jit_build_is_cached_by_content(tmp_path, monkeypatch):
     (got,) = session.run(None, {session.get_inputs()[0].name: x32.numpy()})
     torch.testing.assert_close(torch.from_numpy(got), Model()(x32), atol=1e-5, rtol=1e-5)
     # The same build has the library's OpenVINO extension, with no code of its own.
-    assert library.openvino_library_path.is_file()
+    assert library.adapter_path("openvino").is_file()
     compiled = opbridge.runtimes.openvino.compile_model(proto)
     got = compiled({compiled.inputs[0]: x32.numpy()})[compiled.outputs[0]]
     torch.testing.assert_close(torch.from_numpy(got), Model()(x32), atol=1e-5, rtol=1e-5)

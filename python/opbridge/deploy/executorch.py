@@ -81,7 +81,7 @@ def load_kernels(library: Library | str | None = None) -> list[str]:
     if library.name in _loaded:
         return list(_loaded[library.name][1])
     runtime = _runtime()
-    path = library.executorch_library_path
+    path = library.adapter_path("executorch")
     if not path.is_file():
         raise RuntimeError(
             f"opbridge.deploy.executorch: library '{library.name}' has no ExecuTorch kernels: "

@@ -185,7 +185,7 @@ def _check_libraries(model) -> list[str]:
     domains the model uses."""
     used = sorted({node.domain for node in _kept_nodes(model)})
     found = [library_for_domain(domain) for domain in used]
-    return [str(library.ort_library_path) for library in found if library is not None]
+    return [str(library.adapter_path("ort")) for library in found if library is not None]
 
 
 def _run_simplifier(model, check_runs: int, skipped: Sequence[str] | None):

@@ -34,7 +34,7 @@ _RUNTIME_DOMAIN_PREFIXES = ("com.microsoft", "com.ms.", "pkg.")
 
 
 def _path_of(library: Library) -> str:
-    path = library.ort_library_path
+    path = library.adapter_path("ort")
     if not path.is_file():
         raise FileNotFoundError(
             f"{library.name}: the ONNX Runtime library {path} is missing; rebuild or reinstall "
@@ -101,7 +101,7 @@ LibraryFile = Callable[[Library], Path]
 
 
 def _ort_file(library: Library) -> Path:
-    return library.ort_library_path
+    return library.adapter_path("ort")
 
 
 def libraries_for(model: Any, library_file: LibraryFile | None = None) -> list[Library]:

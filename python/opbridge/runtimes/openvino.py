@@ -49,7 +49,7 @@ LEVEL = "default"
 
 
 def _path_of(library: Library) -> str:
-    path = library.openvino_library_path
+    path = library.adapter_path("openvino")
     if not path.is_file():
         raise FileNotFoundError(
             f"{library.name}: the OpenVINO extension library {path} is missing; it is built "
@@ -60,7 +60,7 @@ def _path_of(library: Library) -> str:
 
 
 def _extension_file(library: Library) -> Path:
-    return library.openvino_library_path
+    return library.adapter_path("openvino")
 
 
 def get_library_path(library: Library | None = None) -> str:
@@ -125,9 +125,9 @@ def _extensions_for(model: Any) -> list[Library]:
         return [
             library
             for library in needed
-            if library.onnx_domain in used or library.openvino_library_path.is_file()
+            if library.onnx_domain in used or library.adapter_path("openvino").is_file()
         ]
-    return [library for library in libraries() if library.openvino_library_path.is_file()]
+    return [library for library in libraries() if library.adapter_path("openvino").is_file()]
 
 
 def _inline_local_functions(model: Any):
@@ -149,7 +149,7 @@ def _inline_local_functions(model: Any):
         library = library_for_domain(function.domain)
         if (
             library is not None
-            and library.openvino_library_path.is_file()
+            and library.adapter_path("openvino").is_file()
             and any(spec.get("onnx_type") == function.name for spec in library.specs().values())
         ):
             kept.append((function.domain, function.name))
@@ -476,7 +476,7 @@ def _checks() -> list[RuntimeCheck]:
     """Without OpenVINO (an optional runtime) nothing; else the release the
     extension was built with against the running one, and a one-node model
     run through the extension."""
-    if not _installed() or not BUILTIN.openvino_library_path.is_file():
+    if not _installed() or not BUILTIN.adapter_path("openvino").is_file():
         return []
     running = _version()
     try:
@@ -497,7 +497,7 @@ def _checks() -> list[RuntimeCheck]:
 def _facts() -> list[tuple[str, str]]:
     if not _installed():
         return [("OpenVINO", "not installed (optional)")]
-    path = BUILTIN.openvino_library_path
+    path = BUILTIN.adapter_path("openvino")
     return [
         ("OpenVINO", _version()),
         ("OpenVINO extension", str(path) if path.is_file() else f"{path} (not built)"),
