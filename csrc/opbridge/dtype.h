@@ -48,19 +48,28 @@ inline constexpr DtypeRow kDtypes[] = {
     {Dtype::kBool, "bool", 1, false},      {Dtype::kString, "string", 0, false},
 };
 
+// The index of `dtype`'s row in kDtypes, or -1 for kUndefined (or a value
+// outside the table). The lookups below go by index, not by comparing a row's
+// address with nullptr: GCC does not fold that comparison in a constant
+// expression under -fsanitize=undefined.
+constexpr int DtypeIndex(Dtype dtype) {
+  for (int i = 0; i < static_cast<int>(sizeof(kDtypes) / sizeof(kDtypes[0])); ++i) {
+    if (kDtypes[i].dtype == dtype) return i;
+  }
+  return -1;
+}
+
 // The row of `dtype`, or nullptr for kUndefined (or a value outside the table).
 constexpr const DtypeRow* DtypeRowOf(Dtype dtype) {
-  for (const DtypeRow& row : kDtypes) {
-    if (row.dtype == dtype) return &row;
-  }
-  return nullptr;
+  const int index = DtypeIndex(dtype);
+  return index < 0 ? nullptr : &kDtypes[index];
 }
 
 // The name of `dtype`, or nullptr where it has none (each adapter says what
 // else the type is in its messages).
 constexpr const char* DtypeName(Dtype dtype) {
-  const DtypeRow* row = DtypeRowOf(dtype);
-  return row != nullptr ? row->name : nullptr;
+  const int index = DtypeIndex(dtype);
+  return index < 0 ? nullptr : kDtypes[index].name;
 }
 
 // The Dtype a name stands for; kUndefined for any other text.
@@ -73,15 +82,15 @@ constexpr Dtype DtypeFromName(std::string_view name) {
 
 // Bytes per element (0: unknown, or string).
 constexpr int64_t DtypeSize(Dtype dtype) {
-  const DtypeRow* row = DtypeRowOf(dtype);
-  return row != nullptr ? row->bytes : 0;
+  const int index = DtypeIndex(dtype);
+  return index < 0 ? 0 : kDtypes[index].bytes;
 }
 constexpr int64_t DtypeSize(std::string_view name) { return DtypeSize(DtypeFromName(name)); }
 
 // float32, float64, float16 or bfloat16.
 constexpr bool IsFloating(std::string_view name) {
-  const DtypeRow* row = DtypeRowOf(DtypeFromName(name));
-  return row != nullptr && row->floating;
+  const int index = DtypeIndex(DtypeFromName(name));
+  return index >= 0 && kDtypes[index].floating;
 }
 
 // ONNX's TensorProto.DataType number of `dtype`, and back (kUndefined for a
@@ -89,7 +98,7 @@ constexpr bool IsFloating(std::string_view name) {
 constexpr int OnnxElementType(Dtype dtype) { return static_cast<int>(dtype); }
 constexpr Dtype DtypeFromOnnx(int element_type) {
   const Dtype dtype = static_cast<Dtype>(element_type);
-  return DtypeRowOf(dtype) != nullptr ? dtype : Dtype::kUndefined;
+  return DtypeIndex(dtype) >= 0 ? dtype : Dtype::kUndefined;
 }
 
 // The c10-named ScalarType enumerators the specs name, and their Dtype.

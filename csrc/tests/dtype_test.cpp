@@ -55,6 +55,14 @@ TEST(Dtype, OneRowPerDtypeAndNamesRoundTrip) {
   EXPECT_EQ(DtypeFromOnnx(14), Dtype::kUndefined);  // COMPLEX64: not a spec's dtype
   EXPECT_EQ(DtypeFromOnnx(-1), Dtype::kUndefined);
   EXPECT_EQ(DtypeSize("complex64"), 0);
+  // Every lookup folds in a constant expression, the sanitizer build's too.
+  static_assert(DtypeSize("bfloat16") == 2, "bfloat16 is two bytes");
+  static_assert(DtypeSize(Dtype::kUndefined) == 0, "undefined has no size");
+  static_assert(IsFloating("float16") && !IsFloating("int8"), "floating types");
+  static_assert(DtypeFromOnnx(16) == Dtype::kBFloat16, "ONNX's 16 is bfloat16");
+  static_assert(DtypeFromOnnx(14) == Dtype::kUndefined, "ONNX's 14 is no spec's");
+  static_assert(DtypeName(Dtype::kUndefined) == nullptr, "undefined has no name");
+  static_assert(DtypeRowOf(Dtype::kInt64)->bytes == 8, "int64's row");
 }
 
 TEST(Dtype, OnnxNumbersAreOnnxs) {
