@@ -525,9 +525,11 @@ OrtStatus* ORT_API_CALL InferOutputShape(const OrtCustomOp* op, OrtShapeInferCon
     // ONNX Runtime drops a status returned from here (and leaks it); the
     // same check at kernel creation reports the error instead.
     // With bad or unreadable attributes, the rule without them still gives
-    // the output dtypes; failing that, outputs are typed like the first
-    // input. Either way graph resolution gets as far as kernel creation,
-    // which reports the error, instead of stopping at a vaguer type mismatch.
+    // the output dtypes; failing that, outputs are shaped like the first
+    // input, of no element type (the model's declared one stands: the first
+    // input's, an int32 x say, would clash with it). Either way graph
+    // resolution gets as far as kernel creation, which reports the error,
+    // instead of stopping at a vaguer type mismatch.
     std::vector<AttrValue> attrs;
     const bool with_attrs = spec.infer_attrs != nullptr && ReadShapeInferAttributes(spec, context, &attrs) &&
                             spec.infer_attrs(inputs, attrs, &outputs).ok();
@@ -540,6 +542,7 @@ OrtStatus* ORT_API_CALL InferOutputShape(const OrtCustomOp* op, OrtShapeInferCon
         }
         if (!inputs[0].present) return nullptr;
         outputs.assign(spec.outputs.size(), inputs[0]);
+        for (TensorInfo& output : outputs) output.dtype.clear();
       }
     }
     for (size_t k = 0; k < outputs.size(); ++k) {
