@@ -13,6 +13,7 @@ import pytest
 
 from opbridge._library import _C
 from opbridge.cli import doctor
+from opbridge.runtimes.onnxruntime import ort_version_check
 
 from paths import ROOT
 
@@ -98,7 +99,7 @@ def test_doctor_judges_a_runtime_version(version, ok, detail):
         "below": _C.ORT_API_FLOOR - 1,
         "newest": _C.ORT_NEWEST_TESTED,
     }
-    check = doctor.ort_version_check(version.format(**values), _C)
+    check = ort_version_check(version.format(**values), _C)
     assert (check.ok, check.detail) == (ok, detail.format(**values))
 
 

@@ -99,6 +99,37 @@ def test_export_check_passes_for_a_builtin_op(route, opset):
     checks.check_export(card("rms_norm"), route=route, dynamo=True, opset=opset)
 
 
+@pytest.mark.parametrize("route", ["custom", "standard", "ort", "function"])
+@pytest.mark.parametrize("runtime", ["openvino"])
+def test_export_check_runs_in_another_runtime(route, runtime):
+    checks.check_export(card("rms_norm"), route=route, dynamo=True, runtime=runtime)
+
+
+def test_export_check_runs_a_library_free_route_without_the_library(monkeypatch):
+    from opbridge import runtimes
+
+    ort = runtimes.get("onnxruntime")
+    plain = []
+
+    def plain_session(model, level=None):
+        plain.append(level)
+        return ort.plain_session(model, level=level)
+
+    def session(model, level=None, threads=None):
+        raise AssertionError("the standard route's model ran with the library")
+
+    monkeypatch.setattr(runtimes, "_REGISTERED", dict(runtimes._REGISTERED))
+    runtimes.register_runtime(
+        dataclasses.replace(ort, name="plain", session=session, plain_session=plain_session)
+    )
+    checks.check_export(card("rms_norm"), route="standard", runtime="plain")
+    assert plain == [ort.base_level, ort.default_level]
+    without = dataclasses.replace(ort, name="without", plain_session=None)
+    runtimes.register_runtime(without)
+    with pytest.raises(ValueError, match="no plain_session"):
+        checks.check_export(card("rms_norm"), route="standard", runtime="without")
+
+
 @pytest.mark.parametrize("dtype", [torch.float64, torch.bfloat16], ids=str)
 def test_reference_check_fails_on_a_wrong_reference(dtype):
     wrong = dataclasses.replace(card("scaled_clamp"), reference=lambda x, *a, **k: x)

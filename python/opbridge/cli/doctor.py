@@ -9,14 +9,9 @@ import sys
 
 from opbridge.cli.common import FactoryError, add_import_argument, import_modules
 from opbridge.runtimes.base import RuntimeCheck as Check
-from opbridge.runtimes.onnxruntime import (
-    LOADED_DURING_SMOKE,
-    loaded_libraries,
-    ort_supported_range,
-    ort_version_check,
-)
+from opbridge.runtimes.base import loaded_libraries
 
-__all__ = ["Check", "diagnose", "ort_supported_range", "ort_version_check"]
+__all__ = ["Check", "diagnose"]
 
 HELP = "print versions, build facts and loaded libraries; check that they fit together"
 
@@ -33,7 +28,7 @@ def diagnose() -> tuple[list[tuple[str, str]], list[Check]]:
         ("python", f"{platform.python_version()} ({sys.executable})"),
         ("platform", f"{platform.system()} {platform.machine()}"),
     ]
-    for package in ("torch", "onnx", "onnxruntime", "onnxscript", "numpy"):
+    for package in ("torch", "onnx", "onnxscript", "numpy"):
         facts.append((package, _version(package)))
     checks: list[Check] = []
     try:
@@ -97,7 +92,9 @@ def diagnose() -> tuple[list[tuple[str, str]], list[Check]]:
     for runtime in (runtimes.get(name) for name in runtimes.names()):
         facts += runtime.facts()
         checks += runtime.checks()
-    libraries = LOADED_DURING_SMOKE or loaded_libraries()
+    # opbridge's, torch's and every runtime's (each runtime's package is named
+    # after it).
+    libraries = loaded_libraries(("opbridge", "libtorch", "libc10", *runtimes.names()))
     facts.append(("libraries loaded", "\n    " + "\n    ".join(libraries)))
     return facts, checks
 

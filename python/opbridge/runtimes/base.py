@@ -247,6 +247,34 @@ def _names(uses: list[WrongFormUse]) -> str:
     return ", ".join(shown) + more
 
 
+def load_model(model: Any):
+    """The ``onnx.ModelProto`` of a path, bytes or ``ModelProto`` (external
+    data is not loaded). A file or bytes that do not parse as an ONNX model
+    (e.g. a truncated file) give a ValueError naming the path and its size."""
+    import onnx
+    from google.protobuf.message import DecodeError
+
+    if isinstance(model, str | os.PathLike):
+        path = os.fspath(model)
+        try:
+            return onnx.load(path, load_external_data=False)
+        except DecodeError as error:
+            size = os.path.getsize(path)
+            raise ValueError(
+                f"opbridge: {path} ({size} bytes) is not a readable ONNX model: {error} "
+                "(a truncated or partly written file, or not an .onnx file)"
+            ) from error
+    if isinstance(model, bytes | bytearray):
+        try:
+            return onnx.load_from_string(bytes(model))
+        except DecodeError as error:
+            raise ValueError(
+                f"opbridge: the {len(model)} bytes given are not a readable ONNX model: {error} "
+                "(truncated, or not a serialized ModelProto)"
+            ) from error
+    return model
+
+
 @dataclass(frozen=True)
 class Runtime:
     """One runtime.
@@ -255,9 +283,18 @@ class Runtime:
       (a path, bytes or ``ModelProto``) with every operator library it needs
       registered, at optimization ``level`` (None: the runtime's default) with
       ``threads`` intra-op threads (None: the runtime's default).
+    - ``plain_session(model, level=None)``: a session of the runtime as
+      installed, with no operator library registered and each model-local
+      function's body run as the body: where a model that must need no
+      library runs (the ``standard`` and ``ort`` routes' models, and the
+      ``function`` route's fallback); None for a runtime without one, where
+      :func:`opbridge.sdk.testing.check_export` refuses those checks.
     - ``levels()``: the optimization levels it has, least to most.
     - ``base_level``: the level that runs the graph as exported (the others
       are compared with it); ``default_level``: what a deployed session uses.
+    - ``level_names``: what a level is called in the runtime's own API
+      (ONNX Runtime's ``enable_all``: ``ORT_ENABLE_ALL``), where it differs,
+      for reports (:meth:`level_text`).
     - ``version()``: the installed runtime's version.
     - ``library_path(library)``: the runtime's library of a loaded operator
       library (:class:`opbridge.Library`), what a host of the runtime loads.
@@ -299,6 +336,8 @@ class Runtime:
     default_level: str
     version: Callable[[], str]
     library_path: Callable[[Any], str]
+    plain_session: Callable[..., Any] | None = None
+    level_names: Mapping[str, str] = field(default_factory=dict)
     facts: Callable[[], list[tuple[str, str]]] = field(default=lambda: [])
     checks: Callable[[], list[RuntimeCheck]] = field(default=lambda: [])
     library_kernels: Callable[..., set[str]] | None = None
@@ -312,6 +351,11 @@ class Runtime:
             for form, wrong in self.wrong_forms.items()
         }
         object.__setattr__(self, "wrong_forms", forms)
+
+    def level_text(self, level: str) -> str:
+        """``level`` as the runtime's own API calls it, else the runtime's
+        name: what a report puts beside a level."""
+        return self.level_names.get(level, self.name)
 
     def avoid(self) -> frozenset[str]:
         """What an export for this runtime must not emit (``wrong_forms``)."""
@@ -470,13 +514,40 @@ def smoke_error(run: Callable[[Any, dict], list]) -> float:
     return float(np.abs(np.asarray(got) - expected).max())
 
 
+# Shared objects seen mapped right after a doctor check ran its model
+# (smoke_check): a runtime may unmap a library once its session is gone.
+_MAPPED_DURING_CHECKS: set[str] = set()
+
+
+def _mapped_now() -> set[str]:
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = (line.split()[-1] for line in maps if len(line.split()) >= 6)
+            return {path for path in paths if path.startswith("/") and ".so" in path}
+    except OSError:
+        return set()
+
+
+def loaded_libraries(keys: tuple[str, ...]) -> list[str]:
+    """The shared objects mapped into this process (now, or while a runtime's
+    doctor check ran its model) whose path has one of ``keys`` in it."""
+    found = _mapped_now() | _MAPPED_DURING_CHECKS
+    return sorted(path for path in found if any(key in path for key in keys))
+
+
 def smoke_check(label: str, run: Callable[[Any, dict], list]) -> RuntimeCheck:
     """:func:`smoke_error` as a runtime's doctor check, ``<label> runs
     opbridge::RmsNorm``: at most 1e-5 off; an error running it is the
     check's detail."""
     name = f"{label} runs opbridge::RmsNorm"
+
+    def run_and_see(model: Any, feeds: dict) -> list:
+        outputs = run(model, feeds)
+        _MAPPED_DURING_CHECKS.update(_mapped_now())
+        return outputs
+
     try:
-        error = smoke_error(run)
+        error = smoke_error(run_and_see)
     except Exception as failure:
         return RuntimeCheck(name, False, str(failure))
     return RuntimeCheck(name, error <= 1e-5, f"max abs err {error:.2e}")

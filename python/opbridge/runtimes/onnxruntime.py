@@ -21,7 +21,7 @@ from opbridge._library import (
     libraries,
     library_for_domain,
 )
-from opbridge.runtimes.base import Runtime, RuntimeCheck, smoke_check
+from opbridge.runtimes.base import Runtime, RuntimeCheck, load_model, smoke_check
 
 # IO binding (run repeatedly without copies), re-exported: opbridge.runtimes.onnxruntime.bind.
 from opbridge.runtimes.ort_binding import BoundSession as BoundSession
@@ -358,34 +358,6 @@ def _explain_load_error(error: Exception, model: Any) -> Exception | None:
     return None
 
 
-def load_model(model: Any):
-    """The ``onnx.ModelProto`` of a path, bytes or ``ModelProto`` (external
-    data is not loaded). A file or bytes that do not parse as an ONNX model
-    (e.g. a truncated file) give a ValueError naming the path and its size."""
-    import onnx
-    from google.protobuf.message import DecodeError
-
-    if isinstance(model, str | os.PathLike):
-        path = os.fspath(model)
-        try:
-            return onnx.load(path, load_external_data=False)
-        except DecodeError as error:
-            size = os.path.getsize(path)
-            raise ValueError(
-                f"opbridge: {path} ({size} bytes) is not a readable ONNX model: {error} "
-                "(a truncated or partly written file, or not an .onnx file)"
-            ) from error
-    if isinstance(model, bytes | bytearray):
-        try:
-            return onnx.load_from_string(bytes(model))
-        except DecodeError as error:
-            raise ValueError(
-                f"opbridge: the {len(model)} bytes given are not a readable ONNX model: {error} "
-                "(truncated, or not a serialized ModelProto)"
-            ) from error
-    return model
-
-
 def check_domain_version(model: Any, library_file: LibraryFile | None = None) -> None:
     """Raises if the model needs a version of a library domain the loaded
     library lacks: newer (by its opset imports and its
@@ -430,25 +402,6 @@ def check_domain_version(model: Any, library_file: LibraryFile | None = None) ->
             f"loaded library ({library.name} {library.version}, {file_of(library)}) "
             f"supports version {library.domain_version}; rebuild the model or upgrade the library"
         )
-
-
-def loaded_libraries() -> list[str]:
-    """Shared objects of torch, ONNX Runtime and opbridge mapped into this process."""
-    keys = ("opbridge", "onnxruntime", "libtorch", "libc10")
-    found = set()
-    try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                path = line.split()[-1] if len(line.split()) >= 6 else ""
-                if path.startswith("/") and ".so" in path and any(k in path for k in keys):
-                    found.add(path)
-    except OSError:
-        return []
-    return sorted(found)
-
-
-# What the smoke session saw mapped, for doctor's list of loaded libraries.
-LOADED_DURING_SMOKE: list[str] = []
 
 
 def _release(version: str) -> tuple[int, ...]:
@@ -498,15 +451,27 @@ def _checks() -> list[RuntimeCheck]:
         sessions.append(InferenceSession(model))
         return sessions[-1].run(None, feeds)
 
+    # The sessions live until the check has seen what they mapped (doctor
+    # lists the libraries loaded).
     checks.append(smoke_check("ONNX Runtime", run))
-    if sessions:
-        # The library stays mapped while the session lives: what doctor lists.
-        LOADED_DURING_SMOKE[:] = loaded_libraries()
     return checks
 
 
 def _session(model: Any, level: str | None = None, threads: int | None = None):
     return InferenceSession(model, optimization_level=level, threads=threads)
+
+
+def _plain_session(model: Any, level: str | None = None):
+    """A stock ``onnxruntime.InferenceSession`` (no library registered) at
+    ``level`` (None: ONNX Runtime's default) on the CPU."""
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    if level is not None:
+        options.graph_optimization_level = level_enum(level)
+    if hasattr(model, "SerializeToString"):
+        model = model.SerializeToString()
+    return onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
 
 def library_nodes(model: Any) -> list[Any]:
@@ -557,6 +522,7 @@ def _facts() -> list[tuple[str, str]]:
 
     floor, newest = ort_supported_range(_C)
     return [
+        ("ONNX Runtime", _version()),
         ("ONNX Runtime library", get_library_path()),
         ("supported ONNX Runtime", f"{floor} (oldest) to {newest} (newest tested)"),
     ]
@@ -572,6 +538,8 @@ RUNTIME = Runtime(
     default_level="enable_all",
     version=_version,
     library_path=_path_of,
+    plain_session=_plain_session,
+    level_names=OPTIMIZATION_LEVELS,
     facts=_facts,
     checks=_checks,
     library_kernels=library_kernels,

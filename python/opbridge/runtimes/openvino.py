@@ -29,6 +29,7 @@ from opbridge.runtimes.base import (
     WrongForm,
     cycle_text,
     graph_cycle,
+    load_model,
     smoke_check,
 )
 from opbridge.runtimes.onnxruntime import (
@@ -36,7 +37,6 @@ from opbridge.runtimes.onnxruntime import (
     check_op_types,
     libraries_for,
     library_nodes,
-    load_model,
     local_function_domains,
     used_domains,
 )
@@ -393,12 +393,34 @@ class Session:
         return [np.array(self._request.get_tensor(port).data, copy=True) for port in ports]
 
 
-def _session(model: Any, level: str | None = None, threads: int | None = None) -> Session:
+def _check_level(level: str | None) -> None:
     if level not in (None, LEVEL):
         raise ValueError(
             f"opbridge.runtimes.openvino: unknown level {level!r}; OpenVINO has one, {LEVEL!r}"
         )
+
+
+def _session(model: Any, level: str | None = None, threads: int | None = None) -> Session:
+    _check_level(level)
     return Session(compile_model(model, threads=threads))
+
+
+def _plain_session(model: Any, level: str | None = None) -> Session:
+    """A session of an ONNX model in a core of its own with no extension
+    added, every model-local function inlined (OpenVINO's ONNX reader
+    converts a call of one only where an extension knows its domain), at
+    f32 on the CPU."""
+    import openvino
+    from onnx.inliner import inline_local_functions
+
+    _check_level(level)
+    proto = load_model(model)
+    _check_acyclic(proto)
+    if proto.functions:
+        proto = inline_local_functions(proto)
+    core = openvino.Core()
+    read = core.read_model(proto.SerializeToString(), b"")
+    return Session(core.compile_model(read, "CPU", {PRECISION_HINT: openvino.Type.f32}))
 
 
 def library_kernels(model: Any, feeds: dict, level: str | None = None) -> set[str]:
@@ -411,10 +433,7 @@ def library_kernels(model: Any, feeds: dict, level: str | None = None) -> set[st
     function's body, inlined, is other operators."""
     import openvino
 
-    if level not in (None, LEVEL):
-        raise ValueError(
-            f"opbridge.runtimes.openvino: unknown level {level!r}; OpenVINO has one, {LEVEL!r}"
-        )
+    _check_level(level)
     proto = load_model(model)
     read = read_model(proto)
     # (domain, op type, output value) -> the operator's name, for the
@@ -514,6 +533,7 @@ RUNTIME = Runtime(
     default_level=LEVEL,
     version=_version,
     library_path=_path_of,
+    plain_session=_plain_session,
     facts=_facts,
     checks=_checks,
     library_kernels=library_kernels,

@@ -397,26 +397,28 @@ def export_sample(card, sample=None, *, route: str, dynamo: bool = True, opset: 
 
 
 @_guarded
-def check_export(card, *, route: str, dynamo: bool = True, opset: int = 18) -> None:
+def check_export(
+    card, *, route: str, dynamo: bool = True, opset: int = 18, runtime: str = "onnxruntime"
+) -> None:
     """Exports the op's typical sample by ``route``: the checker passes, the
     custom route has exactly the op's node with the spec's attributes, the
-    other routes none of the library's nodes, and ONNX Runtime (a stock
-    session for the library-free routes, and one with the library for the
+    other routes none of the library's nodes, and ``runtime`` (one of
+    :func:`opbridge.runtimes.names`: its plain session, no library registered,
+    for the library-free routes, and its session with the library for the
     routes of library nodes: both for ``function``) matches PyTorch within
-    1e-5 with graph optimizations off and on."""
-    import onnxruntime
-
+    1e-5 at its base and its default optimization level."""
+    from opbridge import runtimes
     from opbridge.export import routes
     from opbridge.ops.contrib import check_model
-    from opbridge.runtimes.onnxruntime import OPTIMIZATION_LEVELS, InferenceSession
 
+    chosen = runtimes.get(runtime)
     library = _library(card)
     spec = _spec(card)
     proto, module, inputs = export_sample(card, route=route, dynamo=dynamo, opset=opset)
     check_model(proto, full_check=True)
     custom = [n for n in proto.graph.node if n.domain == library.onnx_domain]
-    needs_library = routes.get(route).needs_library
-    if routes.get(route).library_node:
+    the_route = routes.get(route)
+    if the_route.library_node:
         assert [n.op_type for n in custom] == [spec["onnx_type"]], (
             f"{card.name}: expected one {library.onnx_domain}::{spec['onnx_type']} node, got "
             f"{[(n.domain, n.op_type) for n in proto.graph.node]}"
@@ -428,30 +430,28 @@ def check_export(card, *, route: str, dynamo: bool = True, opset: int = 18) -> N
     expected = _as_tuple(module(*inputs))
     feeds = {i.name: t.numpy() for i, t in zip(proto.graph.input, inputs, strict=False)}
     # A route whose library nodes carry function bodies runs both ways: the
-    # bodies in a stock session, the kernels with the library.
-    kinds = ["stock"] if not needs_library else []
-    if routes.get(route).library_node:
-        kinds.append("library")
-    for level in ("disable_all", "enable_all"):
-        for kind in kinds:
-            if kind == "stock":
-                options = onnxruntime.SessionOptions()
-                options.graph_optimization_level = getattr(
-                    onnxruntime.GraphOptimizationLevel, OPTIMIZATION_LEVELS[level]
-                )
-                session = onnxruntime.InferenceSession(
-                    proto.SerializeToString(), options, providers=["CPUExecutionProvider"]
-                )
-            else:
-                session = InferenceSession(proto, optimization_level=level)
-            outputs = session.run(None, feeds)
+    # bodies in a plain session, the kernels with the library.
+    sessions = {}
+    if not the_route.needs_library:
+        if chosen.plain_session is None:
+            raise ValueError(
+                f"opbridge.sdk.testing.check_export: the {route} route's model must run without "
+                f"the library, and runtime {runtime!r} has no plain_session to run it in"
+            )
+        sessions["plain"] = chosen.plain_session
+    if the_route.library_node:
+        sessions["library"] = chosen.session
+    for level in dict.fromkeys((chosen.base_level, chosen.default_level)):
+        for kind, session in sessions.items():
+            outputs = session(proto, level=level).run(None, feeds)
             for got, want in zip(outputs, expected, strict=True):
                 np.testing.assert_allclose(
                     got,
                     want.detach().numpy(),
                     atol=1e-5,
                     rtol=1e-5,
-                    err_msg=f"{card.name}: {route} route, dynamo={dynamo}, {level}, {kind}",
+                    err_msg=f"{card.name}: {route} route, dynamo={dynamo}, {runtime} {level}, "
+                    f"{kind}",
                 )
 
 

@@ -19,7 +19,7 @@ from opbridge.export import dynamic_spec, routes
 from opbridge.export import export as export_onnx
 from opbridge.export.functions import library_functions
 from opbridge.export.metadata import METADATA_ROUTE_KEY
-from opbridge.runtimes.onnxruntime import InferenceSession, load_model
+from opbridge.runtimes.base import load_model
 from opbridge.verify import reference as against_reference
 from opbridge.verify.comparison import Tolerance, compare
 from opbridge.verify.layers import LayerCheck, Recorder, record
@@ -60,13 +60,14 @@ SessionFactory = Callable[[bytes, str], Any]
 
 
 def default_session_factory(model: bytes, level: str):
-    """An ONNX Runtime session (opbridge library registered) at ``level``."""
-    return InferenceSession(model, optimization_level=level)
+    """A session of the default runtime (:data:`opbridge.runtimes.DEFAULT`)
+    at ``level``, with every loaded library registered."""
+    return runtimes.get().session(model, level=level)
 
 
 def session_factory_of(runtime: runtimes.Runtime) -> SessionFactory:
     """Sessions of ``runtime`` at a level, with every library registered
-    (for ONNX Runtime what :func:`default_session_factory` makes)."""
+    (for the default runtime what :func:`default_session_factory` makes)."""
     return lambda model, level: runtime.session(model, level=level)
 
 
@@ -185,6 +186,7 @@ def verify(
         reference=reference,
         runtime_label=runtime.label,
         runtime=runtime if settings.session_factory is None else None,
+        plain_session=runtime.plain_session,
     )
     # The report has the wrong forms' check: its sessions neither warn of them
     # nor refuse them, so that a model that has one is reported on.
@@ -397,6 +399,9 @@ class _Run:
     # The runtime whose own sessions verify runs (None for a session_factory's):
     # it tells which library nodes ran their kernel (check_kernels).
     runtime: runtimes.Runtime | None = None
+    # The runtime's session without any library (Runtime.plain_session), which
+    # runs the bodies of model-local functions; None where it has none.
+    plain_session: Callable[..., Any] | None = None
 
     def error(self, where: str, message: str) -> None:
         """Records an error; the report lists each message once, with its count."""
@@ -430,20 +435,20 @@ class _Run:
         )
 
     def open_bodies(self, proto) -> None:
-        """A session without any operator library, when the model's library
-        nodes have model-local functions: it runs their bodies, which verify
-        compares with PyTorch and with the kernels on every case."""
-        import onnxruntime
-
+        """A session without any operator library (the runtime's
+        ``plain_session``), when the model's library nodes have model-local
+        functions: it runs their bodies, which verify compares with PyTorch
+        and with the kernels on every case."""
         if not library_functions(proto):
             return
+        if self.plain_session is None:
+            self.bodies_error = f"{self.runtime_label} has no session without the library"
+            return
         try:
-            self.bodies = onnxruntime.InferenceSession(
-                proto.SerializeToString(), providers=["CPUExecutionProvider"]
-            )
+            self.bodies = self.plain_session(proto)
         except Exception as error:
             self.bodies_error = (
-                f"ONNX Runtime without the library could not load it: {one_line(error)}"
+                f"{self.runtime_label} without the library could not load it: {one_line(error)}"
             )
 
     def _run_bodies(self, case: Case, expected: list[np.ndarray], kernels) -> None:
@@ -539,7 +544,8 @@ class _Run:
         if any(k.ran == BODY for k in self.report.kernels):
             against = f"{self.runtime_label} with the library (which ran bodies, not kernels)"
         detail = (
-            f"{len(self.bodies_results)} cases in ONNX Runtime without the library: max abs err "
+            f"{len(self.bodies_results)} cases in {self.runtime_label} without the library: "
+            f"max abs err "
             f"{worst:.3g} vs PyTorch, {vs_kernels:.3g} vs {against}"
         )
         if failed:
@@ -704,7 +710,7 @@ class _Run:
         except Exception as error:
             self.error(
                 f"layer by layer, {case.label} at {level}",
-                f"ONNX Runtime failed: {one_line(error)}",
+                f"{self.runtime_label} failed: {one_line(error)}",
             )
             return
         self.layers.compare(values, recorder, self.tolerance, case.label, level)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from opbridge.runtimes.onnxruntime import OPTIMIZATION_LEVELS
 from opbridge.verify.comparison import Stats, describe, format_error
-from opbridge.verify.status import FAIL, NOT_APPLICABLE, PASS, WARN
+from opbridge.verify.status import FAIL, NOT_APPLICABLE, PASS, WARN, level_text
 from opbridge.verify.structure import shape_text
 
 # The functions here take an opbridge.verify.VerificationReport, whose
@@ -95,7 +94,7 @@ def _sweeps_section(report) -> list[str]:
             default=0.0,
         )
         lines.append(
-            f"FUSION PROBLEM at {level} ({OPTIMIZATION_LEVELS.get(level, report.runtime)}): "
+            f"FUSION PROBLEM at {level} ({level_text(report.runtime, level)}): "
             f"results differ from {report.base_level} by up to {format_error(worst)}"
         )
     if not report.fusion_problems:

@@ -11,9 +11,16 @@ from pathlib import Path
 from typing import Any
 
 from opbridge._library import VERSION
-from opbridge.runtimes.onnxruntime import OPTIMIZATION_LEVELS
 from opbridge.verify.comparison import Comparison, describe, format_error
-from opbridge.verify.status import FAIL, NOT_APPLICABLE, PASS, WARN, Check, one_line
+from opbridge.verify.status import (
+    FAIL,
+    NOT_APPLICABLE,
+    PASS,
+    WARN,
+    Check,
+    level_text,
+    one_line,
+)
 
 __all__ = ["FAIL", "NOT_APPLICABLE", "PASS", "WARN", "Check", "one_line"]  # and what follows
 
@@ -285,7 +292,7 @@ class VerificationReport:
                 f"{format_error(worst.max_abs_err)}"
             )
         lines += [
-            f"fusion problem at {level} ({OPTIMIZATION_LEVELS.get(level, self.runtime)}): "
+            f"fusion problem at {level} ({level_text(self.runtime, level)}): "
             f"results differ from {self.base_level}"
             for level in self.fusion_problems
         ]
