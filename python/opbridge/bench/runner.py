@@ -37,7 +37,7 @@ from opbridge.bench.machine import (
     tune_allocator,
 )
 from opbridge.bench.sessions import export_onnx, fused_ops, ort_impls, route_label
-from opbridge.ops.rms_norm import composite as rms_norm_composite
+from opbridge.ops.rms_norm import CARD as RMS_NORM_CARD
 
 # ---------------------------------------------------------------- demo model
 
@@ -52,7 +52,7 @@ def demo_variants():
             self.weight, self.bias, self.eps = source.weight, source.bias, source.eps
 
         def forward(self, x):
-            return rms_norm_composite(x, self.weight, self.bias, self.eps)
+            return RMS_NORM_CARD.composite(x, self.weight, self.bias, self.eps)
 
     class BuiltinNorm(nn.Module):
         def __init__(self, source):

@@ -67,12 +67,20 @@ class Layout:
 
 
 # The fields of a Card that Card.of_module reads from a module's functions.
-MODULE_SLOTS = ("standard", "ort", "reference", "samples", "bench_inputs", "composite", "builtin")
+MODULE_SLOTS = ("standard", "reference", "samples", "bench_inputs", "composite", "builtin")
+# The routes whose form Card.of_module reads from a module's function of the
+# route's name, into Card.forms.
+MODULE_FORMS = ("ort",)
 
 
 @dataclass
 class Card:
     """What Python knows about one operator.
+
+    Its math stands in three places: ``reference`` (PyTorch), ``standard``
+    (the standard-route ONNX form) and ``forms`` (the other routes' ONNX
+    forms). ``composite`` and ``builtin`` are what the benchmark and
+    :func:`opbridge.compile` set beside it: what a user would write instead.
 
     - ``call``: the Python call (``opbridge.rms_norm``).
     - ``standard``: the standard-route decomposition ``(b, *inputs, **attrs)``
@@ -87,14 +95,14 @@ class Card:
       call; floating tensors require grad when asked.
     - ``composite`` / ``builtin``: what a user would write instead (the
       formula in small PyTorch ops; PyTorch's own operator), with the call's
-      signature; the benchmark's ``torch_composite`` / ``torch_builtin``.
-    - ``ort``: the ``ort``-route form, same signature as ``standard``: ONNX
+      signature; the benchmark's ``torch_composite`` / ``torch_builtin``, and
+      what :func:`opbridge.compile` decomposes the op into (``composite``).
+    - ``forms``: the forms of the other routes, by route name, same signature
+      as ``standard`` (a route registered in :mod:`opbridge.export.routes`
+      reads its own here); :meth:`form` looks up any route's. ``"ort"``: ONNX
       Runtime's own operators (``b.contrib``) where one computes exactly the
-      op's result, the standard form for the other cases; None when the
+      op's result, the standard form for the other cases; absent when the
       standard form is the ``ort`` route's too.
-    - ``forms``: the forms of other routes, by route name (a route registered
-      in :mod:`opbridge.export.routes` reads its own here); :meth:`form`
-      looks up any route's.
     - ``namespace``: ``torch.ops.<namespace>.<name>`` holds the operator.
     - ``bench_backward``: whether the benchmark times a forward+backward pass
       (every output gets a gradient of ones).
@@ -112,7 +120,6 @@ class Card:
     bench_inputs: Callable
     composite: Callable | None = None
     builtin: Callable | None = None
-    ort: Callable | None = None
     namespace: str = BUILTIN_NAMESPACE
     bench_backward: bool = True
     forms: dict[str, Callable] = field(default_factory=dict)
@@ -124,24 +131,33 @@ class Card:
     @classmethod
     def of_module(cls, namespace: Mapping[str, Any], **fields: Any) -> Card:
         """The card of a module that defines its math as functions named after
-        the fields (:data:`MODULE_SLOTS`: ``standard``, ``ort``, ``reference``,
-        ``samples``, ``bench_inputs``, ``composite``, ``builtin``), as every
-        operator module of opbridge does::
+        the fields (:data:`MODULE_SLOTS`: ``standard``, ``reference``,
+        ``samples``, ``bench_inputs``, ``composite``, ``builtin``) and after
+        the routes whose forms it has (:data:`MODULE_FORMS`: ``ort``), as
+        every operator module of opbridge does::
 
             CARD = Card.of_module(globals(), name="rms_norm", call=rms_norm, layout=...)
 
-        A field given by keyword wins over the module's function."""
+        A module without a ``composite`` has its ``reference`` as the
+        composite: the formula a user would write is the reference, written
+        once. A field given by keyword wins over the module's function."""
         for slot in MODULE_SLOTS:
             if slot not in fields and callable(namespace.get(slot)):
                 fields[slot] = namespace[slot]
-        return cls(**fields)
+        if "composite" not in fields:
+            fields["composite"] = fields.get("reference")
+        forms = dict(fields.pop("forms", {}))
+        for route in MODULE_FORMS:
+            if route not in forms and callable(namespace.get(route)):
+                forms[route] = namespace[route]
+        return cls(forms=forms, **fields)
 
     def form(self, route: str) -> Callable | None:
-        """The card's form for ``route``: ``forms[route]``, else the field of
-        that name (``standard``, ``ort``), else None."""
+        """The card's form for ``route``: ``forms[route]``, else ``standard``
+        for the standard route, else None."""
         if route in self.forms:
             return self.forms[route]
-        return getattr(self, route, None) if route in ("standard", "ort") else None
+        return self.standard if route == "standard" else None
 
     @property
     def qualified_name(self) -> str:

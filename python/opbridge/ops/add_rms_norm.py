@@ -15,7 +15,6 @@ from opbridge.ops._inputs import (
 )
 from opbridge.ops.builder import Builder
 from opbridge.ops.contrib import skip_normalization
-from opbridge.ops.rms_norm import composite as rms_norm_composite
 from opbridge.ops.rms_norm import reference as rms_norm_reference
 from opbridge.ops.rms_norm import standard as rms_norm_standard
 
@@ -90,11 +89,6 @@ def bench_inputs(shape, dtype, requires_grad=False):
     x = bench_randn((rows, cols), dtype, g)
     residual = bench_randn((rows, cols), dtype, g)
     return with_grad((x, residual, bench_weight(cols, dtype, g)), requires_grad)
-
-
-def composite(x, residual, weight, bias=None, eps=1e-6):
-    total = x + residual
-    return rms_norm_composite(total, weight, bias, eps), total
 
 
 def builtin(x, residual, weight, bias=None, eps=1e-6):

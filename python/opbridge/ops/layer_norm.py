@@ -148,9 +148,8 @@ def builtin(x, weight=None, bias=None, eps=1e-5):
 CARD = Card.of_module(
     globals(),
     # LayerNormalization is ONNX Runtime's own fused kernel: the standard
-    # form is the ort route's too.
+    # form is the ort route's too (no ort form).
     name="layer_norm",
     call=layer_norm,
-    ort=None,
     layout=Layout({"x": "...d", "weight": "d", "bias": "d", "y": "...d"}, whole="d"),
 )

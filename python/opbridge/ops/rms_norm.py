@@ -100,11 +100,6 @@ def bench_inputs(shape, dtype, requires_grad=False):
     )
 
 
-def composite(x, weight, bias=None, eps=1e-6):
-    y = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
-    return y + bias if bias is not None else y
-
-
 def builtin(x, weight, bias=None, eps=1e-6):
     y = F.rms_norm(x, (x.shape[-1],), weight, eps)
     return y + bias if bias is not None else y

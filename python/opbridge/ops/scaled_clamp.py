@@ -57,10 +57,6 @@ def bench_inputs(shape, dtype, requires_grad=False):
     return with_grad((x, BENCH_SCALE, BENCH_MIN_VAL, BENCH_MAX_VAL), requires_grad)
 
 
-def composite(x, scale, min_val=0.0, max_val=6.0):
-    return torch.clamp(x * scale, min_val, max_val)
-
-
 def builtin(x, scale, min_val=0.0, max_val=6.0):
     """``torch.clamp`` in place on ``x * scale``."""
     return torch.mul(x, scale).clamp_(min_val, max_val)
