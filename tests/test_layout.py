@@ -103,6 +103,30 @@ def test_optional_modules_are_imported_on_first_use():
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
 
 
+def test_importing_opbridge_has_the_documented_effects_only():
+    """The three import-time effects that opbridge's docstring lists, and no
+    other finder, runtime package or torch.distributed.tensor (a fresh
+    process: another test may have imported them already)."""
+    code = (
+        "import sys\n"
+        "import torch\n"
+        "finders = list(sys.meta_path)\n"
+        "import opbridge\n"
+        "from opbridge.export import _RESOLVERS\n"
+        "from opbridge.ops.sharding import DTENSOR_MODULE\n"
+        "added = [f for f in sys.meta_path if f not in finders]\n"
+        "distributed = torch.distributed.is_available()\n"
+        "ours = ['opbridge.ops.sharding'] * distributed\n"
+        "assert [type(f).__module__ for f in added] == ours, added\n"
+        "assert hasattr(torch.ops.opbridge, 'rms_norm')\n"
+        "assert list(_RESOLVERS) == ['auto'], _RESOLVERS\n"
+        "assert DTENSOR_MODULE not in sys.modules\n"
+        "for package in ('onnxruntime', 'openvino', 'executorch'):\n"
+        "    assert package not in sys.modules, package\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
 def test_documented_names():
     import opbridge.sdk.testing
 

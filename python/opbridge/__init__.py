@@ -9,6 +9,25 @@ The package is layered, each layer importing only the ones below it (checked
 by ``./dev lint``): ``cli``; ``bench``; ``demo``; ``deploy`` and
 ``integrations``; ``autoroute`` and ``compiling``; ``verify`` and ``patching``; ``sdk``;
 ``export`` and ``runtimes``; ``nn``; ``ops``; the libraries (``_library``).
+
+Importing opbridge does three things beyond defining its modules, and
+nothing else (this list is the one place that says so; a test holds it):
+
+1. It loads opbridge's own operator library (``opbridge._C`` and its
+   ``libopbridge_torch*.so``), which registers the operators with PyTorch
+   (``torch.ops.opbridge.*``), as any extension does
+   (:mod:`opbridge._library`).
+2. It makes ``route="auto"`` of :func:`opbridge.export.export` mean
+   :func:`opbridge.autoroute.choose`'s plan (:mod:`opbridge.autoroute`,
+   which sits above export, registers its resolver).
+3. It registers the operators' DTensor sharding strategies
+   (:mod:`opbridge.ops.sharding`): at once if ``torch.distributed.tensor`` is
+   imported, else through one ``sys.meta_path`` finder that waits for that
+   import and removes itself when it comes (opbridge does not import
+   ``torch.distributed.tensor`` itself).
+
+Runtime packages (ONNX Runtime, OpenVINO, ExecuTorch) and the SDK's test
+helpers are imported on first use.
 """
 
 from opbridge import autoroute, export, nn, patching, runtimes, sdk

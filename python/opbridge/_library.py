@@ -212,6 +212,8 @@ def _library_of(module: ModuleType) -> Library:
     )
 
 
+# opbridge's own library, loaded and its operators registered: the first of the
+# import-time effects the package's docstring lists.
 BUILTIN = _library_of(_C)
 _register(BUILTIN, [])
 _LIBRARIES: dict[str, Library] = {BUILTIN.torch_namespace: BUILTIN}

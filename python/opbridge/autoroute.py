@@ -262,4 +262,5 @@ def choose(
     return choice
 
 
+# route="auto": the second of the import-time effects the package's docstring lists.
 set_route_resolver(routes.AUTO, _resolve)

@@ -72,5 +72,6 @@ def decomposition(name: str) -> Callable:
     return found.standard
 
 
-# DTensor sharding strategies from the cards' layouts, once torch.distributed.tensor is imported.
+# DTensor sharding strategies from the cards' layouts, once torch.distributed.tensor is
+# imported: the third of the import-time effects the package's docstring lists.
 _install_sharding()
