@@ -127,6 +127,17 @@ def test_importing_opbridge_has_the_documented_effects_only():
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
 
 
+def test_every_builtin_operator_is_called_by_its_name():
+    """``opbridge.<op>`` and ``opbridge.ops.<op>`` are each built-in
+    operator's call, listed in both ``__all__``."""
+    from opbridge.ops import card
+
+    for name in opbridge.specs():
+        assert getattr(opbridge, name, None) is card(name).call, name
+        assert getattr(opbridge.ops, name, None) is card(name).call, name
+        assert name in opbridge.__all__ and name in opbridge.ops.__all__, name
+
+
 def test_documented_names():
     import opbridge.sdk.testing
 

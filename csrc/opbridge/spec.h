@@ -404,7 +404,8 @@ void OnEachSpec(SpecListener listener);
 #define OPBRIDGE_CONCAT(a, b) OPBRIDGE_CONCAT_INNER(a, b)
 
 // Placed once in each operator's spec.cpp (at namespace scope, after the
-// spec), so adding an operator needs no edit outside its folder:
+// spec), so that no C++ outside the operator's folder lists it (its Python
+// card and call are the rest, docs/contributing.md):
 //   OPBRIDGE_REGISTER_SPEC(mylib::kSoftCapSpec)
 #define OPBRIDGE_REGISTER_SPEC(spec)                                                                \
   [[maybe_unused]] static const ::opbridge::SpecRegistrar OPBRIDGE_CONCAT(opbridge_spec_registrar_, \
