@@ -1,6 +1,6 @@
 """The verification itself: the model exported (or loaded), checked, and
-run in PyTorch and ONNX Runtime for every case at every level, with the
-run's state in one object."""
+run in PyTorch and in the runtime (:mod:`opbridge.runtimes`) for every case
+at every level, with the run's state in one object."""
 
 from __future__ import annotations
 
@@ -106,8 +106,8 @@ def verify(
     an exporter that fixes a dimension leaves it static. Example inputs with
     a batch of 1 bring a warning: an export at batch 1 may fix the batch.
 
-    Sweeps: every ONNX Runtime optimization level (``levels``, default all
-    the runtime has), ``batch_sizes`` (default 1, the export batch and a
+    Sweeps: every optimization level of the runtime (``levels``, default all
+    it has), ``batch_sizes`` (default 1, the export batch and a
     large one; only for a dynamic batch dimension), ``sequence_lengths``
     (with ``dynamic_sequence`` or when given, for a dynamic dimension 1:
     default the example's length and twice it), and ``draws`` input sets at
@@ -118,10 +118,10 @@ def verify(
     ``reference`` is the model to agree with: typically the model as it was
     before ``opbridge.patch`` (which changes the model in place and shares
     its parameters, so keep ``copy.deepcopy(model)`` from before). On every
-    case the patched model's outputs and ONNX Runtime's (at every level) are
+    case the patched model's outputs and the runtime's (at every level) are
     then also compared with the reference's, by the same tolerance rules;
-    ``report.agreement`` holds the three comparisons (ONNX Runtime vs the
-    patched model, the patched model vs the reference, ONNX Runtime vs the
+    ``report.agreement`` holds the three comparisons (the runtime vs the
+    patched model, the patched model vs the reference, the runtime vs the
     reference) and ``report.diverges_in`` the side that diverges (the torch
     patching or the export/runtime). Submodules under the same name in both
     models are compared on the example inputs (``report.reference_layers``;
@@ -134,7 +134,8 @@ def verify(
     ``runtime`` is the runtime to verify in (a name of
     :func:`opbridge.runtimes.names`, default ONNX Runtime): its levels, its
     sessions. ``session_factory(model_bytes, level)`` makes the sessions
-    instead (default :func:`default_session_factory` for ONNX Runtime).
+    instead (the runtime's own sessions by default; with no ``runtime``,
+    :func:`default_session_factory`'s).
     ``layers=False`` skips the layer-by-layer comparisons, those of the
     modules and those of the library operator calls (``report.operators``:
     each call of a loaded library's operator against its node's value;
