@@ -137,3 +137,36 @@ def test_bench_inputs_are_call_arguments(name):
     assert all(t.requires_grad for t in floating)
     # Every output gets a gradient in the benchmark's fwd+bwd pass.
     assert entry.bench_backward == bool(floating)
+
+
+def test_a_card_of_a_module_reads_its_math_and_takes_a_namespace():
+    """Card.of_module: a user library's namespace by keyword (the scaffold's
+    card), the module's functions as fields, its ort function as the ort
+    route's form, and its reference as the composite where it has none."""
+    from opbridge.ops import Card
+
+    def reference(x):
+        return x
+
+    def ort(b, x):
+        return x
+
+    def samples(dtype=torch.float32, requires_grad=False, *, large=True, seed=0):
+        return iter(())
+
+    module = {
+        "reference": reference,
+        "ort": ort,
+        "standard": None,  # not a function: not read, given by keyword below
+        "samples": samples,
+        "bench_inputs": samples,
+        "other": 3,
+    }
+    made = Card.of_module(module, name="shift", namespace="myops", call=reference, standard=ort)
+    assert made.namespace == "myops" and made.qualified_name == "myops::shift"
+    assert made.reference is reference and made.composite is reference
+    assert made.form("ort") is ort and made.forms == {"ort": ort}
+    assert made.form("standard") is ort and made.form("function") is None
+    assert made.samples is samples and made.builtin is None
+    given = Card.of_module(module, name="shift", call=reference, standard=ort, composite=abs)
+    assert given.composite is abs

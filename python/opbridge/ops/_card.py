@@ -129,7 +129,7 @@ class Card:
     origin: str = ""
 
     @classmethod
-    def of_module(cls, namespace: Mapping[str, Any], **fields: Any) -> Card:
+    def of_module(cls, module_globals: Mapping[str, Any], /, **fields: Any) -> Card:
         """The card of a module that defines its math as functions named after
         the fields (:data:`MODULE_SLOTS`: ``standard``, ``reference``,
         ``samples``, ``bench_inputs``, ``composite``, ``builtin``) and after
@@ -142,14 +142,14 @@ class Card:
         composite: the formula a user would write is the reference, written
         once. A field given by keyword wins over the module's function."""
         for slot in MODULE_SLOTS:
-            if slot not in fields and callable(namespace.get(slot)):
-                fields[slot] = namespace[slot]
+            if slot not in fields and callable(module_globals.get(slot)):
+                fields[slot] = module_globals[slot]
         if "composite" not in fields:
             fields["composite"] = fields.get("reference")
         forms = dict(fields.pop("forms", {}))
         for route in MODULE_FORMS:
-            if route not in forms and callable(namespace.get(route)):
-                forms[route] = namespace[route]
+            if route not in forms and callable(module_globals.get(route)):
+                forms[route] = module_globals[route]
         return cls(forms=forms, **fields)
 
     def form(self, route: str) -> Callable | None:
