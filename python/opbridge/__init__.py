@@ -22,7 +22,7 @@ nothing else (this list is the one place that says so; a test holds it):
    which sits above export, registers its resolver).
 3. It registers the operators' DTensor sharding strategies
    (:mod:`opbridge.ops.sharding`): at once if ``torch.distributed.tensor`` is
-   imported, else through one ``sys.meta_path`` finder that waits for that
+   imported, else through one import finder that waits for that
    import and removes itself when it comes (opbridge does not import
    ``torch.distributed.tensor`` itself).
 
