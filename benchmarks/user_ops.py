@@ -83,10 +83,10 @@ from opbridge.bench import (
     OpCase,
     Result,
     export_onnx,
+    impl_runner,
+    impl_session,
     last_level_cache_bytes,
     machine_description,
-    ort_runner,
-    ort_session,
     tensors_of,
     time_calls,
     tune_allocator,
@@ -411,11 +411,11 @@ def measure_op(name: str, plan: Plan, log) -> list[Result]:
                     fns["opbridge_torch"] = bound(call, args)
                 for impl, model in models.items():
                     try:
-                        session = ort_session(model, impl, threads)
+                        session = impl_session(model, impl, threads)
                     except Exception as error:
                         log(f"  {case.name} {dtype} {impl}: no session ({error})")
                         continue
-                    fns[impl] = ort_runner(session, tensors_of(args))
+                    fns[impl] = impl_runner(session, tensors_of(args), impl)
                 nbytes = case.min_bytes(args, "fwd")
                 if "copy" in want:
                     fns["copy"] = copy_call(nbytes)

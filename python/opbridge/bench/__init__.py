@@ -89,7 +89,13 @@ from opbridge.bench.machine import (
 )
 from opbridge.bench.report import markdown_table, models_markdown, plot
 from opbridge.bench.runner import Settings, Timing, op_sizes, run_benchmark, time_call
-from opbridge.bench.sessions import export_onnx, fused_ops, ort_impls, ort_runner, ort_session
+from opbridge.bench.sessions import (
+    export_onnx,
+    fused_ops,
+    impl_runner,
+    impl_session,
+    runtime_impls,
+)
 
 __all__ = [
     "DTYPES",
@@ -110,6 +116,8 @@ __all__ = [
     "compilations",
     "export_onnx",
     "fused_ops",
+    "impl_runner",
+    "impl_session",
     "last_level_cache_bytes",
     "machine_description",
     "markdown_table",
@@ -117,11 +125,9 @@ __all__ = [
     "models",
     "models_markdown",
     "op_sizes",
-    "ort_impls",
-    "ort_runner",
-    "ort_session",
     "plot",
     "run_benchmark",
+    "runtime_impls",
     "summarize",
     "tensors_of",
     "time_call",

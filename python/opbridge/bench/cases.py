@@ -25,18 +25,27 @@ MODEL_IMPLS = ("opbridge_compile", "opbridge_compile_auto")
 # The runtime implementations timed: each route's model at the runtime's
 # default level ("<runtime>_<route's bench name>": ort_custom, ort_standard,
 # ort_fused for the ort route), the standard route also at the base level
-# ("_nofusion", for a runtime with more than one level), and for ONNX Runtime
-# "contrib": the standard route rewritten into ONNX Runtime's contrib
-# operators. Name -> (route, level).
+# ("_nofusion", for a runtime with more than one level), and each of the
+# runtime's own rewrites of an export (Runtime.rewrites: ONNX Runtime's
+# "contrib", the standard route rewritten into its contrib operators, is
+# ort_contrib). Name -> (route or rewrite, level).
 def runtime_settings(runtime: runtimes.Runtime) -> dict[str, tuple[str, str]]:
     settings = {}
     for route in routes.routes().values():
         settings[f"{runtime.short}_{route.bench_name}"] = (route.name, runtime.default_level)
         if route.name == "standard" and runtime.base_level != runtime.default_level:
             settings[f"{runtime.short}_standard_nofusion"] = ("standard", runtime.base_level)
-    if runtime.name == "onnxruntime":
-        settings["ort_contrib"] = ("contrib", runtime.default_level)
+    for name in runtime.rewrites:
+        settings[f"{runtime.short}_{name}"] = (name, runtime.default_level)
     return settings
+
+
+def model_rewrite(name: str) -> runtimes.ModelRewrite | None:
+    """The registered runtimes' rewrite of an export called ``name``, if any."""
+    for runtime in map(runtimes.get, runtimes.names()):
+        if name in runtime.rewrites:
+            return runtime.rewrites[name]
+    return None
 
 
 # Every runtime's implementations: name -> (runtime, route, level).
@@ -65,11 +74,11 @@ def export_parts(key: str) -> tuple[str, frozenset[str]]:
 
 # The models the runtime implementations run (export_key), each exported once.
 RUNTIME_ROUTES = tuple(dict.fromkeys(export_key(impl) for impl in RUNTIME_SETTINGS))
-# ONNX Runtime's: name -> (route, level).
+# The default runtime's (ONNX Runtime's): name -> (route, level).
 ORT_SETTINGS = {
     impl: (route, level)
     for impl, (runtime, route, level) in RUNTIME_SETTINGS.items()
-    if runtime == "onnxruntime"
+    if runtime == runtimes.DEFAULT
 }
 ORT_IMPLS = tuple(ORT_SETTINGS)
 ORT_ROUTES = tuple(dict.fromkeys(route for route, _ in ORT_SETTINGS.values()))

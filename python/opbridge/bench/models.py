@@ -1,7 +1,7 @@
 """End-to-end models for ``opbridge bench``, and what the benchmark needs
-around them: the same model without opbridge's kernels, ONNX Runtime's
-contrib-operator rewrite of a standard-route export, and the share of time
-a profile puts in opbridge's operators and in matrix products.
+around them: the same model without opbridge's kernels, the ONNX Runtime
+operators a model holds, and the share of time a profile puts in
+opbridge's operators and in matrix products.
 
 Models (random weights from a fixed seed, nothing downloaded):
 
@@ -23,10 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import json
 import os
 import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -40,11 +38,6 @@ from opbridge.ops import card
 
 MODEL_NAMES = ("llama_prefill", "llama_decode", "vision")
 
-# The standard-route export that the contrib rewrite starts from is made at
-# this opset: the legacy exporter's highest, and the first with ai.onnx Gelu,
-# which onnxscript's BiasGelu rule matches (at opset 18 bias_gelu is an
-# Erf chain the rule does not match).
-CONTRIB_OPSET = 20
 MICROSOFT_DOMAIN = "com.microsoft"
 # ONNX Runtime's own operators that it registers in the ai.onnx domain.
 ORT_ONNX_DOMAIN_OPS = frozenset({"SimplifiedLayerNormalization"})
@@ -226,7 +219,7 @@ def composite_twin(model: nn.Module) -> nn.Module:
     return twin
 
 
-# ---------------------------------------------------------------- contrib rewrite
+# ---------------------------------------------------------------- ONNX Runtime operators
 
 
 def contrib_ops(proto) -> list[str]:
@@ -242,24 +235,8 @@ def contrib_ops(proto) -> list[str]:
     )
 
 
-def ort_contrib(proto):
-    """``proto`` (a standard-route export) rewritten by onnxscript's
-    ``optimize_for_ort`` into ONNX Runtime's fused contrib operators where
-    its rules match: the rewritten ``ModelProto`` and the rules' fusion
-    counts (only those that fired)."""
-    import onnx_ir as ir
-    from onnxscript.rewriter.ort_fusions import optimize_for_ort
-
-    model, counts = optimize_for_ort(ir.from_proto(proto))
-    return ir.to_proto(model), {name: n for name, n in counts.items() if n}
-
-
 # ---------------------------------------------------------------- profiles
 
-# Matrix products, including convolutions (computed as matrix products).
-ORT_MATMUL_OPS = frozenset(
-    {"MatMul", "Gemm", "FusedMatMul", "FusedGemm", "MatMulNBits", "Conv", "FusedConv", "NhwcConv"}
-)
 TORCH_MATMUL_OPS = frozenset(
     {
         "aten::mm",
@@ -310,44 +287,23 @@ def shares(times: dict[str, float], is_opbridge: Callable, is_matmul: Callable) 
     )
 
 
-def ort_profile(model: bytes, feeds: dict, threads: int, calls: int, level: str) -> Profile:
-    """Runs ``model`` once untimed, then ``calls`` times under ONNX Runtime's
-    profiler, and sums node kernel times by op type. opbridge's operators:
-    op types of nodes in a loaded operator library's domain."""
+def runtime_profile(
+    runtime, model: bytes, feeds: dict, threads: int, calls: int, level: str
+) -> Profile:
+    """The shares of ``runtime``'s profile of ``model`` (its
+    :attr:`~opbridge.runtimes.Runtime.profile`: one untimed run, then
+    ``calls`` profiled). opbridge's operators: op types of nodes in a loaded
+    operator library's domain; matrix products: the runtime's
+    ``matmul_ops``."""
     import onnx
-    import onnxruntime
-
-    from opbridge.runtimes.onnxruntime import InferenceSession
 
     ours = {
         node.op_type
         for node in onnx.load_from_string(model).graph.node
         if library_for_domain(node.domain) is not None
     }
-    with tempfile.TemporaryDirectory() as scratch:
-        options = onnxruntime.SessionOptions()
-        options.enable_profiling = True
-        options.profile_file_prefix = os.path.join(scratch, "ort")
-        session = InferenceSession(
-            model, optimization_level=level, threads=threads, sess_options=options
-        )
-        for _ in range(1 + calls):
-            session.run(None, feeds)
-        with open(session.end_profiling()) as f:
-            events = json.load(f)
-    runs = sorted(e["ts"] for e in events if e.get("name") == "model_run")
-    if len(runs) < 2:
-        raise ValueError("ONNX Runtime's profile has no model_run after the first")
-    times: dict[str, float] = {}
-    for event in events:
-        if (
-            event.get("cat") == "Node"
-            and event.get("name", "").endswith("_kernel_time")
-            and event["ts"] >= runs[1]  # the first call is a warm-up
-        ):
-            op = event.get("args", {}).get("op_name", "?")
-            times[op] = times.get(op, 0.0) + float(event.get("dur", 0))
-    return shares(times, lambda op: op in ours, lambda op: op in ORT_MATMUL_OPS)
+    times = runtime.profile(model, feeds, threads, calls, level)
+    return shares(times, lambda op: op in ours, lambda op: op in runtime.matmul_ops)
 
 
 def torch_profile(fn: Callable[[], object], calls: int) -> Profile:

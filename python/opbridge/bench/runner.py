@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 import os
 import sys
@@ -14,13 +15,13 @@ import torch
 from torch import nn
 
 import opbridge
-from opbridge import _C
+from opbridge import _C, runtimes
 from opbridge.bench import models as bench_models
 from opbridge.bench.cases import (
     DTYPES,
-    ORT_SETTINGS,
     RUNTIME_IMPLS,
     RUNTIME_ROUTES,
+    RUNTIME_SETTINGS,
     TORCH_FWD_IMPLS,
     TORCH_IMPLS,
     OpCase,
@@ -36,7 +37,7 @@ from opbridge.bench.machine import (
     time_calls,
     tune_allocator,
 )
-from opbridge.bench.sessions import export_onnx, fused_ops, ort_impls, route_label
+from opbridge.bench.sessions import export_onnx, fused_ops, route_label, runtime_impls
 from opbridge.ops.rms_norm import CARD as RMS_NORM_CARD
 
 # ---------------------------------------------------------------- demo model
@@ -354,7 +355,7 @@ def run_benchmark(settings: Settings, log=print) -> dict:
                     args = case.inputs(shape, DTYPES[dtype])
                     meta = dict(op=case.name, shape=shape, dtype=dtype, threads=threads)
                     fns = torch_impls(case, want, lambda fn, args=args: lambda: fn(*args))
-                    fns |= ort_impls(
+                    fns |= runtime_impls(
                         models, want, threads, tensors_of(args), log, f"{case.name} {dtype}"
                     )
                     label = f"{case.name} {size_name} {shape} {dtype} {threads}t fwd"
@@ -433,7 +434,7 @@ def run_model(settings: Settings, want: set[str], log, results: list[Result]) ->
             for impl in TORCH_IMPLS:
                 if impl in want:
                     fns[impl] = lambda m=variants[impl], x=x: m(x)
-            fns |= ort_impls(models, want, threads, (x,), log, f"demo_model {size_name}")
+            fns |= runtime_impls(models, want, threads, (x,), log, f"demo_model {size_name}")
             meta = dict(op="demo_model", shape=list(shape), dtype="float32", threads=threads)
             label = f"demo_model {size_name} {list(shape)} {threads}t fwd"
             with torch.no_grad():
@@ -530,7 +531,7 @@ def run_end_to_end(
                 for impl, module in eager.items()
                 if impl in want
             }
-            fns |= ort_impls(models, want, threads, case.inputs, log, case.name)
+            fns |= runtime_impls(models, want, threads, case.inputs, log, case.name)
             with torch.no_grad():
                 # Each implementation's output check, warm-up and timed calls
                 # back to back (see time_back_to_back).
@@ -556,19 +557,21 @@ def run_end_to_end(
 
 
 def profile_case(case, threads: int, fns: dict, models: dict, log, profiles: list) -> None:
-    """Shares of operator time of opbridge_torch (torch.profiler) and
-    ort_custom (ONNX Runtime's profiler), when they ran."""
+    """Shares of operator time of opbridge_torch (torch.profiler) and of
+    each runtime's custom-route implementation whose runtime has a profiler
+    (ort_custom: ONNX Runtime's), when they ran."""
     runs = {}
     if "opbridge_torch" in fns:
         runs["opbridge_torch"] = lambda: bench_models.torch_profile(
             fns["opbridge_torch"], PROFILE_CALLS
         )
-    if "ort_custom" in fns and "custom" in models:
-        feeds = {f"input_{i}": t.numpy() for i, t in enumerate(case.inputs)}
-        level = ORT_SETTINGS["ort_custom"][1]
-        runs["ort_custom"] = lambda: bench_models.ort_profile(
-            models["custom"], feeds, threads, PROFILE_CALLS, level
-        )
+    feeds = {f"input_{i}": t.numpy() for i, t in enumerate(case.inputs)}
+    for impl, (name, route, level) in RUNTIME_SETTINGS.items():
+        runtime, model = runtimes.get(name), models.get(export_key(impl))
+        if route == "custom" and impl in fns and model is not None and runtime.profile:
+            runs[impl] = functools.partial(
+                bench_models.runtime_profile, runtime, model, feeds, threads, PROFILE_CALLS, level
+            )
     for impl, run_profile in runs.items():
         try:
             with torch.no_grad():

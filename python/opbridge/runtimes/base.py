@@ -276,6 +276,25 @@ def load_model(model: Any):
 
 
 @dataclass(frozen=True)
+class ModelRewrite:
+    """A runtime's own rewrite of a route's export, which bench times as one
+    more implementation of the runtime (``<short>_<name>``: ONNX Runtime's
+    ``contrib`` is ``ort_contrib``).
+
+    - ``route`` and ``opset``: the export it starts from (``opset`` None:
+      the exporter's default).
+    - ``rewrite(proto)``: the rewritten ``ModelProto``, and the rules that
+      fired with their counts.
+    - ``label``: what bench calls the model it times.
+    """
+
+    route: str
+    opset: int | None
+    rewrite: Callable[[Any], tuple[Any, dict[str, int]]]
+    label: str
+
+
+@dataclass(frozen=True)
 class Runtime:
     """One runtime.
 
@@ -325,6 +344,16 @@ class Runtime:
       another, each with what it does with them: its sessions warn of a
       model's inputs and outputs of one (:class:`PrecisionWarning`, by
       :meth:`check_dtypes`), and verify in it reports them.
+    - ``rewrites``: its own rewrites of an export (:class:`ModelRewrite`),
+      by name, which bench times beside the routes.
+    - ``bench_call(session, tensors)``: one call of a session on torch
+      tensors, as bench times it; None: the tensors as NumPy feeds of
+      ``run(None, feeds)``.
+    - ``profile(model, feeds, threads, calls, level)``: the time of each
+      operator type (any unit) over ``calls`` runs of ``model`` after one
+      untimed, by the runtime's own profiler; None where it has none.
+      ``matmul_ops``: its operator types that are matrix products, for the
+      profile's shares.
     """
 
     name: str
@@ -343,6 +372,10 @@ class Runtime:
     library_kernels: Callable[..., set[str]] | None = None
     wrong_forms: dict[str, WrongForm] = field(default_factory=dict)
     lowered_dtypes: dict[str, str] = field(default_factory=dict)
+    rewrites: Mapping[str, ModelRewrite] = field(default_factory=dict)
+    bench_call: Callable[[Any, tuple], Callable[[], object]] | None = None
+    profile: Callable[..., dict[str, float]] | None = None
+    matmul_ops: frozenset[str] = frozenset()
 
     def __post_init__(self) -> None:
         # A form given by its why alone is a WrongForm of no known error.

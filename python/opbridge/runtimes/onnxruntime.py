@@ -7,6 +7,7 @@ import difflib
 import json
 import os
 import re
+import tempfile
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from opbridge._library import (
     libraries,
     library_for_domain,
 )
-from opbridge.runtimes.base import Runtime, RuntimeCheck, load_model, smoke_check
+from opbridge.runtimes.base import ModelRewrite, Runtime, RuntimeCheck, load_model, smoke_check
 
 # IO binding (run repeatedly without copies), re-exported: opbridge.runtimes.onnxruntime.bind.
 from opbridge.runtimes.ort_binding import BoundSession as BoundSession
@@ -528,6 +529,93 @@ def _facts() -> list[tuple[str, str]]:
     ]
 
 
+# ---------------------------------------------------------------- for bench
+
+# The standard-route export that the contrib rewrite starts from is made at
+# this opset: the legacy exporter's highest, and the first with ai.onnx Gelu,
+# which onnxscript's BiasGelu rule matches (at opset 18 bias_gelu is an
+# Erf chain the rule does not match).
+CONTRIB_OPSET = 20
+# Matrix products, including convolutions (computed as matrix products).
+MATMUL_OPS = frozenset(
+    {"MatMul", "Gemm", "FusedMatMul", "FusedGemm", "MatMulNBits", "Conv", "FusedConv", "NhwcConv"}
+)
+
+
+def contrib_rewrite(proto):
+    """``proto`` (a standard-route export) rewritten by onnxscript's
+    ``optimize_for_ort`` into ONNX Runtime's fused contrib operators where
+    its rules match: the rewritten ``ModelProto`` and the rules' fusion
+    counts (only those that fired)."""
+    import onnx_ir as ir
+    from onnxscript.rewriter.ort_fusions import optimize_for_ort
+
+    model, counts = optimize_for_ort(ir.from_proto(proto))
+    return ir.to_proto(model), {name: n for name, n in counts.items() if n}
+
+
+def _bench_call(session, args: tuple) -> Callable[[], object]:
+    """One call of the session on torch tensors ``args``. NumPy has no
+    bfloat16, so such inputs go in through IO binding, as OrtValues over
+    their bits, bound once; ONNX Runtime allocates the outputs on every
+    call, as run() does."""
+    import onnxruntime
+    import torch
+    from onnx import TensorProto
+
+    names = [meta.name for meta in session.get_inputs()]
+    if not any(a.dtype == torch.bfloat16 for a in args):
+        feed = {name: a.detach().numpy() for name, a in zip(names, args, strict=True)}
+        return lambda: session.run(None, feed)
+    binding = session.io_binding()
+    values = []  # the bound OrtValues (and the memory they view) live as long as the call
+    for name, a in zip(names, args, strict=True):
+        a = a.detach().contiguous()
+        if a.dtype == torch.bfloat16:
+            bits = a.view(torch.int16).numpy().view("uint16")
+            value = onnxruntime.OrtValue.ortvalue_from_numpy_with_onnx_type(
+                bits, TensorProto.BFLOAT16
+            )
+        else:
+            value = onnxruntime.OrtValue.ortvalue_from_numpy(a.numpy())
+        binding.bind_ortvalue_input(name, value)
+        values.append(value)
+    for meta in session.get_outputs():
+        binding.bind_output(meta.name, "cpu")
+    return lambda: (session.run_with_iobinding(binding), values)[0]
+
+
+def _profile(model: bytes, feeds: dict, threads: int, calls: int, level: str) -> dict[str, float]:
+    """Runs ``model`` once untimed, then ``calls`` times under ONNX Runtime's
+    profiler: the node kernel time of each op type, in microseconds."""
+    import onnxruntime
+
+    with tempfile.TemporaryDirectory() as scratch:
+        options = onnxruntime.SessionOptions()
+        options.enable_profiling = True
+        options.profile_file_prefix = os.path.join(scratch, "ort")
+        session = InferenceSession(
+            model, optimization_level=level, threads=threads, sess_options=options
+        )
+        for _ in range(1 + calls):
+            session.run(None, feeds)
+        with open(session.end_profiling()) as f:
+            events = json.load(f)
+    runs = sorted(e["ts"] for e in events if e.get("name") == "model_run")
+    if len(runs) < 2:
+        raise ValueError("ONNX Runtime's profile has no model_run after the first")
+    times: dict[str, float] = {}
+    for event in events:
+        if (
+            event.get("cat") == "Node"
+            and event.get("name", "").endswith("_kernel_time")
+            and event["ts"] >= runs[1]  # the first call is a warm-up
+        ):
+            op = event.get("args", {}).get("op_name", "?")
+            times[op] = times.get(op, 0.0) + float(event.get("dur", 0))
+    return times
+
+
 RUNTIME = Runtime(
     name="onnxruntime",
     label="ONNX Runtime",
@@ -543,4 +631,15 @@ RUNTIME = Runtime(
     facts=_facts,
     checks=_checks,
     library_kernels=library_kernels,
+    rewrites={
+        "contrib": ModelRewrite(
+            route="standard",
+            opset=CONTRIB_OPSET,
+            rewrite=contrib_rewrite,
+            label=f"standard route (opset {CONTRIB_OPSET}, for ort_contrib)",
+        )
+    },
+    bench_call=_bench_call,
+    profile=_profile,
+    matmul_ops=MATMUL_OPS,
 )

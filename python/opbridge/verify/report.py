@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any
 
+from opbridge import runtimes
 from opbridge._library import VERSION
 from opbridge.verify.comparison import Comparison, describe, format_error
 from opbridge.verify.status import (
@@ -182,7 +183,7 @@ class VerificationReport:
     levels: list[str] = field(default_factory=list)
     # The runtime verified in, its level that runs the graph as exported (the
     # others are compared with it) and the one the final outputs come from.
-    runtime: str = "onnxruntime"
+    runtime: str = runtimes.DEFAULT
     # (Runtime.base_level and Runtime.default_level, set by verify).
     base_level: str = ""
     default_level: str = ""
