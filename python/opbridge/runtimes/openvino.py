@@ -130,10 +130,11 @@ def _extensions_for(model: Any) -> list[Library]:
     return [library for library in libraries() if library.adapter_path("openvino").is_file()]
 
 
-def _inline_local_functions(model: Any):
+def _inline_local_functions(model: Any, with_libraries: bool = True):
     """The ONNX ``model`` with its own functions inlined, but for those a
     loaded library with an extension implements (the ``function`` route's:
-    the library's kernel runs); None when there is nothing to inline.
+    the library's kernel runs) when ``with_libraries``; None when there is
+    nothing to inline.
     OpenVINO's ONNX reader converts a call of a model-local function only
     where an extension knows its domain ("No conversion rule found"), so a
     function's body, the fallback of the ``function`` route included, is
@@ -148,7 +149,8 @@ def _inline_local_functions(model: Any):
     for function in proto.functions:
         library = library_for_domain(function.domain)
         if (
-            library is not None
+            with_libraries
+            and library is not None
             and library.adapter_path("openvino").is_file()
             and any(spec.get("onnx_type") == function.name for spec in library.specs().values())
         ):
@@ -191,10 +193,14 @@ def _check_acyclic(proto: Any) -> None:
             )
 
 
-def read_model(model: Any, core: Any = None, *, allow_wrong_forms: bool = False):
+def read_model(
+    model: Any, core: Any = None, *, allow_wrong_forms: bool = False, with_libraries: bool = True
+):
     """An ``openvino.Model`` of ``model`` (an ONNX path, bytes or
     ``ModelProto``, an IR ``.xml`` path, or an ``openvino.Model``) with the
     extensions it needs added to ``core`` (default: opbridge's shared one).
+    ``with_libraries=False`` adds none and inlines every model-local
+    function: the model as OpenVINO without opbridge reads it.
 
     An ONNX model with a node of a form OpenVINO computes wrong
     (``RUNTIME.wrong_forms``: in the graph, a subgraph or a function body)
@@ -206,18 +212,18 @@ def read_model(model: Any, core: Any = None, *, allow_wrong_forms: bool = False)
     it as given."""
     import openvino
 
-    if isinstance(model, openvino.Model):
-        add_extensions(core or _shared_core(), _extensions_for(model))
-        return model
     core = core or _shared_core()
-    add_extensions(core, _extensions_for(model))
+    if with_libraries:
+        add_extensions(core, _extensions_for(model))
+    if isinstance(model, openvino.Model):
+        return model
     if _is_onnx(model):
         # Parsed once for both checks; OpenVINO still reads a path itself
         # (external data lies beside it).
         proto = load_model(model)
         _check_acyclic(proto)
         RUNTIME.check_wrong_forms(proto, allow_wrong_forms=allow_wrong_forms)
-        inlined = _inline_local_functions(model)
+        inlined = _inline_local_functions(model, with_libraries)
         if inlined is not None:
             model = inlined
         model = _escape_node_names(model)
@@ -237,10 +243,12 @@ def compile_model(
     threads: int | None = None,
     core: Any = None,
     allow_wrong_forms: bool = False,
+    with_libraries: bool = True,
 ):
     """OpenVINO's own ``CompiledModel`` of ``model`` (an ONNX path, bytes or
     ``ModelProto``, an IR ``.xml`` path, or an ``openvino.Model``) on
-    ``device``, with every loaded operator library's extension added.
+    ``device``, with every loaded operator library's extension added
+    (``with_libraries=False``: none, as :func:`read_model` says).
 
     ``config`` is OpenVINO's; ``INFERENCE_PRECISION_HINT`` is f32 unless it
     names another (OpenVINO would otherwise pick bfloat16 on CPUs that have
@@ -264,7 +272,9 @@ def compile_model(
     settings.setdefault(PRECISION_HINT, openvino.Type.f32)
     if threads is not None:
         settings[THREADS] = threads
-    read = read_model(model, core, allow_wrong_forms=allow_wrong_forms)
+    read = read_model(
+        model, core, allow_wrong_forms=allow_wrong_forms, with_libraries=with_libraries
+    )
     RUNTIME.check_dtypes(_tensors_of(read))
     compiled = core.compile_model(read, device, settings)
     if _one_thread(compiled):
@@ -406,21 +416,14 @@ def _session(model: Any, level: str | None = None, threads: int | None = None) -
 
 
 def _plain_session(model: Any, level: str | None = None) -> Session:
-    """A session of an ONNX model in a core of its own with no extension
-    added, every model-local function inlined (OpenVINO's ONNX reader
-    converts a call of one only where an extension knows its domain), at
-    f32 on the CPU."""
+    """A session of the model compiled as :func:`compile_model` compiles it,
+    in a core of its own with no extension added and every model-local
+    function inlined (OpenVINO's ONNX reader converts a call of one only
+    where an extension knows its domain)."""
     import openvino
-    from onnx.inliner import inline_local_functions
 
     _check_level(level)
-    proto = load_model(model)
-    _check_acyclic(proto)
-    if proto.functions:
-        proto = inline_local_functions(proto)
-    core = openvino.Core()
-    read = core.read_model(proto.SerializeToString(), b"")
-    return Session(core.compile_model(read, "CPU", {PRECISION_HINT: openvino.Type.f32}))
+    return Session(compile_model(model, core=openvino.Core(), with_libraries=False))
 
 
 def library_kernels(model: Any, feeds: dict, level: str | None = None) -> set[str]:
