@@ -12,6 +12,7 @@ from opbridge import runtimes
 from opbridge.bench import models as bench_models
 from opbridge.bench.cases import RUNTIME_SETTINGS, export_key, export_parts, model_rewrite
 from opbridge.export import export, routes
+from opbridge.runtimes.base import feeds_call
 
 
 def export_onnx(module: nn.Module, args: tuple, *, route: str) -> bytes:
@@ -71,14 +72,9 @@ def impl_session(model: bytes, impl: str, threads: int):
 
 def impl_runner(session, args: tuple, impl: str) -> Callable[[], object]:
     """One call of ``impl``'s session on the torch tensors ``args``: its
-    runtime's ``bench_call``, else ``run(None, feeds)`` on them as NumPy
-    arrays."""
+    runtime's ``bench_call``, else :func:`opbridge.runtimes.base.feeds_call`."""
     runtime = runtimes.get(RUNTIME_SETTINGS[impl][0])
-    if runtime.bench_call is not None:
-        return runtime.bench_call(session, args)
-    names = [meta.name for meta in session.get_inputs()]
-    feed = {name: a.detach().numpy() for name, a in zip(names, args, strict=True)}
-    return lambda: session.run(None, feed)
+    return (runtime.bench_call or feeds_call)(session, args)
 
 
 def runtime_impls(

@@ -275,6 +275,15 @@ def load_model(model: Any):
     return model
 
 
+def feeds_call(session: Any, args: tuple) -> Callable[[], object]:
+    """One call of ``session`` on the torch tensors ``args``, as NumPy feeds of
+    ``run(None, feeds)`` by the session's input names, converted once: how
+    bench calls a session where its runtime has no ``bench_call`` of its own."""
+    names = [meta.name for meta in session.get_inputs()]
+    feed = {name: a.detach().numpy() for name, a in zip(names, args, strict=True)}
+    return lambda: session.run(None, feed)
+
+
 @dataclass(frozen=True)
 class ModelRewrite:
     """A runtime's own rewrite of a route's export, which bench times as one
@@ -347,8 +356,7 @@ class Runtime:
     - ``rewrites``: its own rewrites of an export (:class:`ModelRewrite`),
       by name, which bench times beside the routes.
     - ``bench_call(session, tensors)``: one call of a session on torch
-      tensors, as bench times it; None: the tensors as NumPy feeds of
-      ``run(None, feeds)``.
+      tensors, as bench times it; None: :func:`feeds_call`.
     - ``profile(model, feeds, threads, calls, level)``: the time of each
       operator type (any unit) over ``calls`` runs of ``model`` after one
       untimed, by the runtime's own profiler; None where it has none.

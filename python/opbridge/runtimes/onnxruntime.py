@@ -22,7 +22,14 @@ from opbridge._library import (
     libraries,
     library_for_domain,
 )
-from opbridge.runtimes.base import ModelRewrite, Runtime, RuntimeCheck, load_model, smoke_check
+from opbridge.runtimes.base import (
+    ModelRewrite,
+    Runtime,
+    RuntimeCheck,
+    feeds_call,
+    load_model,
+    smoke_check,
+)
 
 # IO binding (run repeatedly without copies), re-exported: opbridge.runtimes.onnxruntime.bind.
 from opbridge.runtimes.ort_binding import BoundSession as BoundSession
@@ -563,10 +570,9 @@ def _bench_call(session, args: tuple) -> Callable[[], object]:
     import torch
     from onnx import TensorProto
 
-    names = [meta.name for meta in session.get_inputs()]
     if not any(a.dtype == torch.bfloat16 for a in args):
-        feed = {name: a.detach().numpy() for name, a in zip(names, args, strict=True)}
-        return lambda: session.run(None, feed)
+        return feeds_call(session, args)
+    names = [meta.name for meta in session.get_inputs()]
     binding = session.io_binding()
     values = []  # the bound OrtValues (and the memory they view) live as long as the call
     for name, a in zip(names, args, strict=True):

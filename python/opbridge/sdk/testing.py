@@ -398,12 +398,13 @@ def export_sample(card, sample=None, *, route: str, dynamo: bool = True, opset: 
 
 @_guarded
 def check_export(
-    card, *, route: str, dynamo: bool = True, opset: int = 18, runtime: str = "onnxruntime"
+    card, *, route: str, dynamo: bool = True, opset: int = 18, runtime: str | None = None
 ) -> None:
     """Exports the op's typical sample by ``route``: the checker passes, the
     custom route has exactly the op's node with the spec's attributes, the
     other routes none of the library's nodes, and ``runtime`` (one of
-    :func:`opbridge.runtimes.names`: its plain session, no library registered,
+    :func:`opbridge.runtimes.names`, default :data:`opbridge.runtimes.DEFAULT`:
+    its plain session, no library registered,
     for the library-free routes, and its session with the library for the
     routes of library nodes: both for ``function``) matches PyTorch within
     1e-5 at its base and its default optimization level."""
@@ -436,7 +437,7 @@ def check_export(
         if chosen.plain_session is None:
             raise ValueError(
                 f"opbridge.sdk.testing.check_export: the {route} route's model must run without "
-                f"the library, and runtime {runtime!r} has no plain_session to run it in"
+                f"the library, and runtime {chosen.name!r} has no plain_session to run it in"
             )
         sessions["plain"] = chosen.plain_session
     if the_route.library_node:
@@ -450,7 +451,7 @@ def check_export(
                     want.detach().numpy(),
                     atol=1e-5,
                     rtol=1e-5,
-                    err_msg=f"{card.name}: {route} route, dynamo={dynamo}, {runtime} {level}, "
+                    err_msg=f"{card.name}: {route} route, dynamo={dynamo}, {chosen.name} {level}, "
                     f"{kind}",
                 )
 
