@@ -48,3 +48,28 @@ def build() -> Path:
         f"exit status {result.returncode}\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     )
     return Path(result.stdout.strip().splitlines()[-1])
+
+
+def register_card_code(standard: str) -> str:
+    """Python source that registers a card for faulty_ops::short_gradient
+    whose standard form is ``standard`` (an expression in ``b`` and ``x``),
+    for a script that has loaded the library: the function route's body."""
+    return textwrap.dedent(
+        f"""
+        def _samples(dtype=torch.float32, requires_grad=False, *, large=True, seed=0):
+            yield opbridge.ops.Sample((torch.randn(4, 8, dtype=dtype),), label="4x8")
+
+
+        opbridge.ops.register_card(
+            opbridge.ops.Card(
+                name="short_gradient",
+                namespace="faulty_ops",
+                call=torch.ops.faulty_ops.short_gradient,
+                standard=lambda b, x: {standard},
+                reference=lambda x: x,
+                samples=_samples,
+                bench_inputs=lambda shape, dtype, requires_grad=False: (torch.randn(*shape),),
+            )
+        )
+        """
+    )

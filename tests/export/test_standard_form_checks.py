@@ -4,6 +4,7 @@ against the shape rule, attribute values through the spec's checks."""
 
 from __future__ import annotations
 
+import dataclasses
 import warnings
 
 import pytest
@@ -11,9 +12,9 @@ import torch
 
 import opbridge
 from opbridge.export import ExportError, form_checks
-from opbridge.export.decompositions import _DECOMPOSITIONS, _decomposition
+from opbridge.export.decompositions import _decomposition
 from opbridge.export.nodes import bind
-from opbridge.ops import card
+from opbridge.ops import _card, card, register_card
 from opbridge.ops.builder import ProtoBuilder, ProtoValue
 
 EXPORTERS = [pytest.param(True, id="dynamo"), pytest.param(False, id="legacy")]
@@ -25,15 +26,15 @@ class Norm(torch.nn.Module):
 
 
 @pytest.fixture
-def rms_norm_form():
-    """Registers a standard form for opbridge::rms_norm for the test."""
-    qualified = "opbridge::rms_norm"
+def rms_norm_form(monkeypatch):
+    """Registers a standard form for opbridge::rms_norm (its card with that
+    form) for the test."""
+    monkeypatch.setattr(_card, "_REGISTERED", dict(_card._REGISTERED))
 
     def register(form):
-        opbridge.export.register_decomposition(qualified, form)
+        register_card(dataclasses.replace(card("rms_norm"), standard=form))
 
-    yield register
-    _DECOMPOSITIONS.pop(qualified, None)
+    return register
 
 
 def _rms(b, x, weight, eps, axis=-1):

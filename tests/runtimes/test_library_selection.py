@@ -127,7 +127,9 @@ import opbridge
 
 opbridge.load_library(sys.argv[1])
 # The body of the function route: -x, where the kernel copies x.
-opbridge.export.register_decomposition("faulty_ops::short_gradient", lambda b, x: b.op("Neg", x))
+"""
+EXPORT += faulty_library.register_card_code('b.op("Neg", x)')
+EXPORT += """
 
 
 class Model(torch.nn.Module):

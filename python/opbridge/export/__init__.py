@@ -53,7 +53,6 @@ from opbridge.export.decompositions import (
     _check_route,
     _decomposition,
     op_route,
-    register_decomposition,
 )
 from opbridge.export.dynamic import _legacy_dynamic_axes, batch_dynamic_shapes, dynamic_spec
 from opbridge.export.errors import ExportError
@@ -93,7 +92,6 @@ __all__ = [
     "export",
     "onnx_schema",
     "op_route",
-    "register_decomposition",
     "register_legacy_symbolics",
     "routes",
     "set_route_resolver",

@@ -1,6 +1,7 @@
-"""The standard-route decompositions of every library's operators: registered
-for user libraries (:func:`register_decomposition`) or written in a card,
-and the form each route takes of an operator."""
+"""The standard-route decomposition of every library's operator, read from
+its card (the one registry of an operator's forms: :func:`opbridge.ops.card`,
+:func:`opbridge.ops.register_card`), and the form each route takes of an
+operator."""
 
 from __future__ import annotations
 
@@ -13,37 +14,12 @@ from opbridge._library import (
 )
 from opbridge.export import routes as _routes
 
-# Standard-route decompositions registered for operators of user libraries,
-# keyed by "<namespace>::<name>".
-_DECOMPOSITIONS: dict[str, Callable] = {}
-
-
-def register_decomposition(qualified_name: str, decomposition: Callable) -> Callable:
-    """Registers the standard-route decomposition of a user library's operator.
-
-    ``qualified_name`` is ``"<namespace>::<op>"``; ``decomposition(b, *inputs,
-    **attrs)`` builds the op from ai.onnx operators with ``b.op(op_type, *inputs,
-    **attrs)`` (the same builder the built-in operators use, see
-    :mod:`opbridge.ops.builder`): one function serves both exporters. Returns
-    the function, so it can be used as a decorator factory's result.
-    """
-    if "::" not in qualified_name:
-        raise ValueError(
-            f"opbridge.export.register_decomposition: name the op as '<namespace>::<op>', "
-            f"got {qualified_name!r}"
-        )
-    _DECOMPOSITIONS[qualified_name] = decomposition
-    return decomposition
-
 
 def _decomposition(library: Library, spec: dict) -> Callable:
-    """The op's standard-route decomposition: one registered with
-    :func:`register_decomposition`, else its card's."""
+    """The op's standard-route decomposition: its card's ``standard``."""
     from opbridge.ops import UnknownOperatorError, card
 
     qualified = f"{library.torch_namespace}::{spec['name']}"
-    if qualified in _DECOMPOSITIONS:
-        return _DECOMPOSITIONS[qualified]
     try:
         standard = card(qualified).standard
     except UnknownOperatorError:
@@ -54,8 +30,7 @@ def _decomposition(library: Library, spec: dict) -> Callable:
     def missing(*_args, **_kwargs):
         raise NotImplementedError(
             f"{qualified} has no standard-route decomposition: give its card one "
-            f"(opbridge.ops.register_card) or register one with "
-            f"opbridge.export.register_decomposition({qualified!r}, fn), or export with "
+            "(opbridge.ops.register_card(Card(..., standard=fn))), or export with "
             "route='custom'"
         )
 

@@ -1,7 +1,6 @@
 """The standard form of a library operator, checked against its spec at export.
 
-A standard form (a card's ``standard=``, or a decomposition registered with
-:func:`opbridge.export.register_decomposition`) is a second definition of an
+A standard form (a card's ``standard=``) is a second definition of an
 op, and nothing downstream checks it: the dynamo exporter gives the form's
 outputs the shapes PyTorch traced whatever the form computes, and ONNX
 Runtime, finding a shape it does not agree with, only warns ("Falling back

@@ -4,8 +4,7 @@ A library node (``opbridge::RmsNorm``) runs only where its operator library
 is loaded. A model-local function with the node's domain and op type gives
 it a body of ai.onnx operators: a runtime without the library runs the body,
 one with the library registered runs the library's kernel. The body is the
-card's standard form (or the decomposition registered with
-:func:`opbridge.export.register_decomposition`) at the model's opset, built
+card's standard form at the model's opset, built
 as the standard route builds it for the node: for its attribute values and
 its inputs' element types and the dimensions the model fixes (dynamic ones
 stay dynamic in the body).

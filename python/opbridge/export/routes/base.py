@@ -28,9 +28,7 @@ class Route:
     - ``form(card, standard)``: the decomposition this route builds the op
       with (written against :class:`opbridge.ops.builder.Builder`), from the
       op's card (None when it has none) and its ``standard`` decomposition
-      (the card's, or one registered with
-      :func:`opbridge.export.register_decomposition`); None for a route of
-      library nodes.
+      (the card's); None for a route of library nodes.
     - ``own_form(card)``: whether the route has a form of its own for the
       op with this card (None: no card), not a fall-back to another route's:
       ``route="auto"`` measures a route as a candidate only then.
