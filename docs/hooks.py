@@ -6,8 +6,13 @@
   speed targets that ``benchmarks/targets.py`` checks on ``latest.json``, and the
   charts (``*.png``, published beside the page).
 
-A page asks for a generated part with a marker line, ``<!-- generated: cli -->``
-or ``<!-- generated: benchmarks -->``; the rest of the page is written by hand.
+- ``reference/api/ops.md``: every built-in operator's call, one
+  mkdocstrings block per name of ``opbridge.ops.catalog`` (the registry of
+  the calls), so that a new operator's call is documented without an edit.
+
+A page asks for a generated part with a marker line, ``<!-- generated: cli -->``,
+``<!-- generated: benchmarks -->`` or ``<!-- generated: calls -->``; the rest of
+the page is written by hand.
 """
 
 from __future__ import annotations
@@ -48,9 +53,32 @@ def on_page_markdown(markdown, page, config, files):
             return cli_reference()
         if name == "benchmarks":
             return benchmark_results()
+        if name == "calls":
+            return operator_calls()
         raise ValueError(f"{page.file.src_uri}: unknown generated part {name!r}")
 
     return MARKER.sub(render, markdown)
+
+
+# ---------------------------------------------------------------- operator calls
+
+
+def operator_calls() -> str:
+    """A mkdocstrings block for each built-in operator's call, in the
+    catalog's order, documented where it is defined (its card module)."""
+    from opbridge.ops import catalog
+
+    blocks = []
+    for name in catalog.__all__:
+        call = getattr(catalog, name)
+        blocks += [
+            f"::: {call.__module__}.{call.__qualname__}",
+            "    options:",
+            "      show_root_full_path: false",
+            "      heading_level: 3",
+            "",
+        ]
+    return "\n".join(blocks)
 
 
 # ---------------------------------------------------------------- command line

@@ -129,8 +129,11 @@ def test_importing_opbridge_has_the_documented_effects_only():
 
 def test_every_builtin_operator_is_called_by_its_name():
     """``opbridge.<op>`` and ``opbridge.ops.<op>`` are each built-in
-    operator's call, listed in both ``__all__``."""
-    from opbridge.ops import card
+    operator's call, listed in both ``__all__``, from the one registry of
+    the calls (``opbridge.ops.catalog``)."""
+    from opbridge.ops import card, catalog
+
+    assert sorted(catalog.__all__) == sorted(opbridge.specs())
 
     for name in opbridge.specs():
         assert getattr(opbridge, name, None) is card(name).call, name

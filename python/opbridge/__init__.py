@@ -43,16 +43,8 @@ from opbridge._library import (
 )
 from opbridge.compiling import compile
 from opbridge.export import ExportOptions
-from opbridge.ops import (
-    add_layer_norm,
-    add_rms_norm,
-    bias_gelu,
-    layer_norm,
-    normalize_image,
-    rms_norm,
-    rotary_embedding,
-    scaled_clamp,
-)
+from opbridge.ops import catalog as _catalog
+from opbridge.ops.catalog import *  # noqa: F403 (every operator's call)
 from opbridge.patching import patch, unpatch
 from opbridge.verify import VerificationReport, VerifyOptions, verify
 
@@ -66,26 +58,19 @@ __all__ = [
     "VerificationReport",
     "VerifyOptions",
     "__version__",
-    "add_layer_norm",
-    "add_rms_norm",
     "autoroute",
-    "bias_gelu",
     "cmake_prefix_path",
     "compile",
     "export",
-    "layer_norm",
     "libraries",
     "load_library",
     "nn",
-    "normalize_image",
     "patch",
     "patching",
-    "rms_norm",
-    "rotary_embedding",
     "runtimes",
-    "scaled_clamp",
     "sdk",
     "specs",
     "unpatch",
     "verify",
 ]
+__all__ += _catalog.__all__

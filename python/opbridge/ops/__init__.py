@@ -13,6 +13,7 @@ from collections.abc import Callable
 from types import ModuleType
 
 from opbridge._library import specs
+from opbridge.ops import catalog
 from opbridge.ops._card import (
     Card,
     Layout,
@@ -24,14 +25,7 @@ from opbridge.ops._card import (
     check_card,
     register_card,
 )
-from opbridge.ops.add_layer_norm import add_layer_norm
-from opbridge.ops.add_rms_norm import add_rms_norm
-from opbridge.ops.bias_gelu import bias_gelu
-from opbridge.ops.layer_norm import layer_norm
-from opbridge.ops.normalize_image import normalize_image
-from opbridge.ops.rms_norm import rms_norm
-from opbridge.ops.rotary_embedding import rotary_embedding
-from opbridge.ops.scaled_clamp import scaled_clamp
+from opbridge.ops.catalog import *  # noqa: F403 (every operator's call)
 from opbridge.ops.sharding import install as _install_sharding
 
 __all__ = [
@@ -39,21 +33,14 @@ __all__ = [
     "Layout",
     "Sample",
     "UnknownOperatorError",
-    "add_layer_norm",
-    "add_rms_norm",
-    "bias_gelu",
     "card",
     "cards",
     "check_card",
     "decomposition",
-    "layer_norm",
     "modules",
-    "normalize_image",
     "register_card",
-    "rms_norm",
-    "rotary_embedding",
-    "scaled_clamp",
 ]
+__all__ += catalog.__all__
 
 
 def modules() -> dict[str, ModuleType]:
