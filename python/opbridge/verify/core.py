@@ -84,63 +84,30 @@ def verify(
 ) -> VerificationReport:
     """Verifies that ``model`` computes the same numbers in PyTorch and a runtime.
 
-    ``options`` (:class:`VerifyOptions`: the export's settings, the sweep and
-    the tolerance) holds every setting below; each may also be given as a
-    keyword (``rtol=``, ``opset=``, ``dynamic_batch=``, ``batch_sizes=``,
-    ``levels=``, ``layers=``, ``session_factory=``, ...), which wins over
-    ``options``.
-
     ``args`` are the example inputs (a tuple, or one tensor). Without
-    ``onnx_model`` the model is exported by ``route`` (required: one of
-    ``opbridge.export.routes.choices()``) with a dynamic batch dimension
-    (``dynamic_batch=False`` or ``dynamic_shapes`` to choose otherwise).
+    ``onnx_model`` the model is exported by ``route`` (one of
+    ``opbridge.export.routes.choices()``) with a dynamic batch dimension.
     ``onnx_model`` (a path, bytes or ``ModelProto``) is verified as given,
-    by the route its ``opbridge.route`` metadata names; ``route`` is then
-    needed only for a model without that metadata, and one that disagrees
-    with it is an error. The route decides which structure rules apply.
+    by the route its ``opbridge.route`` metadata names (``route`` is needed
+    only without it, and must agree with it); the route decides which
+    structure rules apply. What the report calls dynamic is read from the
+    exported graph's inputs, never from what was asked.
 
-    ``dynamic_sequence=True`` also makes dimension 1 of every input of two
-    or more dimensions dynamic (a sequence dimension; inputs of the same
-    length share it). What the report calls dynamic is read from the
-    exported graph's inputs (a named dimension), never from what was asked:
-    an exporter that fixes a dimension leaves it static. Example inputs with
-    a batch of 1 bring a warning: an export at batch 1 may fix the batch.
+    ``options`` (:class:`VerifyOptions`: the export, the sweep, the
+    tolerance, the sessions) holds every other setting; each may also be
+    given as a keyword (``rtol=``, ``opset=``, ``batch_sizes=``,
+    ``levels=``, ``layers=``, ...), which wins over ``options``.
 
-    Sweeps: every optimization level of the runtime (``levels``, default all
-    it has), ``batch_sizes`` (default 1, the export batch and a
-    large one; only for a dynamic batch dimension), ``sequence_lengths``
-    (with ``dynamic_sequence`` or when given, for a dynamic dimension 1:
-    default the example's length and twice it), and ``draws`` input sets at
-    the export batch: the example first, then random ones drawn like it
-    (integers within the example's range), or instead the caller's
-    ``inputs`` (see :func:`load_inputs`).
-
-    ``reference`` is the model to agree with: typically the model as it was
-    before ``opbridge.patch`` (which changes the model in place and shares
-    its parameters, so keep ``copy.deepcopy(model)`` from before). On every
-    case the patched model's outputs and the runtime's (at every level) are
-    then also compared with the reference's, by the same tolerance rules;
-    ``report.agreement`` holds the three comparisons (the runtime vs the
-    patched model, the patched model vs the reference, the runtime vs the
-    reference) and ``report.diverges_in`` the side that diverges (the torch
-    patching or the export/runtime). Submodules under the same name in both
-    models are compared on the example inputs (``report.reference_layers``;
-    ``report.reference_first_divergence`` names the first that diverges).
-
-    ``rtol`` and ``atol`` apply to every tensor compared when given; by
-    default they follow the PyTorch tensor's dtype: 1e-7 for float64
-    (``DEFAULT_TOLERANCE_FLOAT64``), 1e-5 for the others.
+    ``reference`` is the model to agree with, typically a
+    ``copy.deepcopy(model)`` kept from before ``opbridge.patch``: the
+    patched model's outputs and the runtime's are then also compared with
+    its outputs (``report.agreement``; ``report.diverges_in`` names the side
+    that diverges), and so are the submodules of the same name
+    (``report.reference_layers``, ``report.reference_first_divergence``).
 
     ``runtime`` is the runtime to verify in (a name of
-    :func:`opbridge.runtimes.names`, default ONNX Runtime): its levels, its
-    sessions. ``session_factory(model_bytes, level)`` makes the sessions
-    instead (the runtime's own sessions by default; with no ``runtime``,
-    :func:`default_session_factory`'s).
-    ``layers=False`` skips the layer-by-layer comparisons, those of the
-    modules and those of the library operator calls (``report.operators``:
-    each call of a loaded library's operator against its node's value;
-    ``report.first_divergence_op`` names the first call that diverges and
-    the module that made it).
+    :func:`opbridge.runtimes.names`, default the registry's default): its
+    levels, its sessions.
     """
     runtime = runtimes.get(runtime)
     settings = (options or VerifyOptions()).merged(keywords)
@@ -153,28 +120,8 @@ def verify(
     )
     tolerance = Tolerance(settings.rtol, settings.atol)
     report = _describe(model, args, proto, source, route, reference, runtime, tolerance)
-    # A given model's graph says whether its batch is dynamic; an export, what was asked.
-    exporting = settings.export
-    if onnx_model is not None:
-        batch_dynamic = report.dynamic_batch
-    else:
-        batch_dynamic = exporting.dynamic_batch or exporting.dynamic_shapes is not None
-    report.warnings = _batch_one_warning(args, batch_dynamic) + _asked_but_static(asked, report)
-    report.levels = levels
-    report.runtime = runtime.name
-    report.base_level = runtime.base_level
-    report.default_level = main_level
-    sweep = settings.sweep
-    cases, report.batch_sweep, report.sequence_sweep = build_cases(
-        args,
-        report.inputs,
-        batch_sizes=sweep.batch_sizes,
-        draws=sweep.draws,
-        inputs=sweep.inputs,
-        seed=sweep.seed,
-        sequence=settings.dynamic_sequence,
-        sequence_lengths=sequence_lengths,
-    )
+    _record_setup(report, args, asked, settings, onnx_model is None, runtime, levels, main_level)
+    cases = _sweep_cases(args, report, settings, sequence_lengths)
     run = _Run(
         model=model,
         report=report,
@@ -192,15 +139,58 @@ def verify(
     # The report has the wrong forms' check: its sessions neither warn of them
     # nor refuse them, so that a model that has one is reported on.
     with runtimes.reporting_wrong_forms():
-        run.open_sessions(proto, args, sweep.layers)
+        run.open_sessions(proto, args, settings.sweep.layers)
         run.open_bodies(proto)
         run.run()
         run.check_kernels(proto)
         run.report_bodies()
         if reference is not None:
-            run.compare_with_reference(args, sweep.layers)
+            run.compare_with_reference(args, settings.sweep.layers)
     report.passed = not report.failures()
     return report
+
+
+def _record_setup(
+    report: VerificationReport,
+    args: tuple,
+    asked: Any,
+    settings: VerifyOptions,
+    exported: bool,
+    runtime: runtimes.Runtime,
+    levels: list[str],
+    main_level: str,
+) -> None:
+    """The report's runtime, levels and warnings about the batch: a given
+    model's graph says whether its batch is dynamic; an export, what was
+    asked."""
+    exporting = settings.export
+    if exported:
+        batch_dynamic = exporting.dynamic_batch or exporting.dynamic_shapes is not None
+    else:
+        batch_dynamic = report.dynamic_batch
+    report.warnings = _batch_one_warning(args, batch_dynamic) + _asked_but_static(asked, report)
+    report.levels = levels
+    report.runtime = runtime.name
+    report.base_level = runtime.base_level
+    report.default_level = main_level
+
+
+def _sweep_cases(
+    args: tuple, report: VerificationReport, settings: VerifyOptions, sequence_lengths: Any
+) -> list:
+    """The cases the sweep runs; the report records the batch and sequence sweeps."""
+    sweep = settings.sweep
+    cases, report.batch_sweep, report.sequence_sweep = build_cases(
+        args,
+        report.inputs,
+        batch_sizes=sweep.batch_sizes,
+        draws=sweep.draws,
+        inputs=sweep.inputs,
+        seed=sweep.seed,
+        sequence=settings.dynamic_sequence,
+        sequence_lengths=sequence_lengths,
+    )
+    return cases
 
 
 def _example_args(args: Any) -> tuple:

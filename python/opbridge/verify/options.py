@@ -16,13 +16,20 @@ from opbridge.export import ExportOptions
 class Sweep:
     """The runs of a verification.
 
-    - ``levels``: the runtime's optimization levels (default all it has).
+    - ``levels``: the runtime's optimization levels (default all it has);
+      the runtime's base level is the reference for the others.
     - ``batch_sizes``: for a dynamic batch (default 1, the export batch and
-      a large one); ``sequence_lengths``: for a dynamic dimension 1 (default
-      the example's length and twice it).
+      a large one); ``sequence_lengths``: for a dynamic dimension 1 (with
+      ``dynamic_sequence`` or when given; default the example's length and
+      twice it).
     - ``draws``: input sets at the export batch (the example, then random
-      ones like it), or instead the caller's ``inputs``; ``seed`` draws them.
-    - ``layers``: compare layer by layer too.
+      ones drawn like it, integers within the example's range), or instead
+      the caller's ``inputs`` (see :func:`opbridge.verify.load_inputs`);
+      ``seed`` draws them.
+    - ``layers``: compare layer by layer too: the modules, and each call of
+      a loaded library's operator against its node's value
+      (``report.operators``; ``report.first_divergence_op`` names the first
+      call that diverges and the module that made it).
     """
 
     levels: Sequence[str] | None = None
@@ -39,11 +46,19 @@ class VerifyOptions:
     """Everything :func:`opbridge.verify` takes besides the model, its inputs,
     the route, the reference, a given ONNX model and the runtime.
 
-    ``export`` defaults to a dynamic batch (verify sweeps it);
-    ``dynamic_sequence`` also makes dimension 1 dynamic and sweeps it.
-    ``rtol``/``atol`` None follow the output's dtype.
-    ``session_factory(model_bytes, level)`` makes the sessions instead of
-    the runtime.
+    - ``export``: how the model is exported; defaults to a dynamic batch
+      (verify sweeps it; ``dynamic_batch=False`` or ``dynamic_shapes`` to
+      choose otherwise). Example inputs with a batch of 1 bring a warning:
+      an export at batch 1 may fix the batch.
+    - ``dynamic_sequence``: also makes dimension 1 of every input of two or
+      more dimensions dynamic (a sequence dimension; inputs of the same
+      length share it), and sweeps it.
+    - ``sweep``: what runs (:class:`Sweep`).
+    - ``rtol``/``atol``: apply to every tensor compared when given; by
+      default they follow the PyTorch tensor's dtype: 1e-7 for float64
+      (``DEFAULT_TOLERANCE_FLOAT64``), 1e-5 for the others.
+    - ``session_factory(model_bytes, level)``: makes the sessions instead of
+      the runtime (the runtime's own sessions by default).
     """
 
     export: ExportOptions = field(default_factory=lambda: ExportOptions(dynamic_batch=True))
