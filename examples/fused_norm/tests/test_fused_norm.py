@@ -35,6 +35,15 @@ def test_export_runs_in_onnx_runtime(route, dynamo):
     checks.check_export(CARD, route=route, dynamo=dynamo)
 
 
+# Every route in each other runtime installed here (OpenVINO).
+RUNTIMES = checks.runtime_cases()
+
+
+@pytest.mark.parametrize(("route", "runtime"), RUNTIMES, ids=[f"{r}-{n}" for r, n in RUNTIMES])
+def test_export_runs_in_every_runtime(route, runtime):
+    checks.check_export(CARD, route=route, runtime=runtime)
+
+
 def test_bad_input():
     checks.check_bad_input(CARD)
 

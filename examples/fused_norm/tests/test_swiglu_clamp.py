@@ -62,6 +62,15 @@ def test_export_runs_in_onnx_runtime(route, dynamo, opset):
     checks.check_export(CARD, route=route, dynamo=dynamo, opset=opset)
 
 
+# Every route in each other runtime installed here (OpenVINO).
+RUNTIMES = checks.runtime_cases()
+
+
+@pytest.mark.parametrize(("route", "runtime"), RUNTIMES, ids=[f"{r}-{n}" for r, n in RUNTIMES])
+def test_export_runs_in_every_runtime(route, runtime):
+    checks.check_export(CARD, route=route, runtime=runtime)
+
+
 @pytest.mark.parametrize("bad", checks.bad_inputs(CARD, INVALID_ATTRS), ids=repr)
 def test_bad_input_is_refused(bad):
     checks.check_refused(CARD, bad)

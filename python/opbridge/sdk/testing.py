@@ -376,6 +376,28 @@ def export_cases(opsets: Iterable[int] = EXPORT_OPSETS) -> list[tuple[str, bool,
     return cases
 
 
+def runtime_cases() -> list[tuple[str, str]]:
+    """``(route, runtime)`` for :func:`check_export` in every runtime but the
+    default one whose package is installed here (OpenVINO, a registered
+    one): every registered route, exported by the dynamo exporter at opset
+    18. A runtime's check needs the op's library built for it (its adapter,
+    which the build adds where the runtime's CMake package is found): its
+    session says so, naming the library, where it is missing."""
+    from opbridge import runtimes
+    from opbridge.export import routes
+
+    installed = []
+    for name in runtimes.names():
+        if name == runtimes.get().name:
+            continue
+        try:
+            runtimes.get(name).version()
+        except ImportError:
+            continue
+        installed.append(name)
+    return [(route, name) for name in installed for route in routes.routes()]
+
+
 def export_case_id(case: tuple[str, bool, int]) -> str:
     """``custom-dynamo-opset18``: a test id for one of :func:`export_cases`."""
     route, dynamo, opset = case
