@@ -31,7 +31,8 @@
 //   }
 //
 // A body returns void (CPU kernels cannot fail) or a Status (CUDA launches),
-// which the dispatch returns. opbridge/cuda_norms.cuh builds its KernelArgs
+// which the dispatch returns. The built-in norms' CUDA kernels
+// (csrc/ops/shared/cuda_norms.cuh) build their KernelArgs
 // launches on the same dispatch.
 //
 // CPU drivers. NormComputeEps, NormStreamsOutput, NormForwardRowTensors,

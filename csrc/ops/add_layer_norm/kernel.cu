@@ -1,9 +1,9 @@
 // add_layer_norm's CUDA kernels, on the normalization kernels shared with
-// layer_norm (opbridge/cuda_norms.cuh): the add is fused into the first pass
+// layer_norm (ops/shared/cuda_norms.cuh): the add is fused into the first pass
 // over each row, its gradient into the last pass of the backward.
 #include "opbridge/cuda.h"
-#include "opbridge/cuda_norms.cuh"
 #include "ops/add_layer_norm/spec.h"
+#include "ops/shared/cuda_norms.cuh"
 
 OPBRIDGE_REGISTER_CUDA_NORM_KERNELS(opbridge::kAddLayerNormSpec, opbridge::cuda::norms::Norm::kLayer,
                                     opbridge::NormResidual::kAdded)

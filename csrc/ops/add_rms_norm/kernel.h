@@ -39,7 +39,7 @@ void AddRmsNormBackward(const T* grad_out, const T* grad_residual_out, const T* 
                         const AddRmsNormAttrs& attrs, const ParallelFor& parallel_for);
 
 // The CUDA kernels (kernel.cu, built with OPBRIDGE_CUDA=ON) are the
-// normalization kernels shared by the four norms (opbridge/cuda_norms.cuh,
+// normalization kernels shared by the four norms (ops/shared/cuda_norms.cuh,
 // which says what they compute), registered for the op.
 
 }  // namespace opbridge

@@ -48,7 +48,7 @@ void LayerNormBackward(const T* grad_y, const T* grad_add, const T* x, const T* 
                        const ParallelFor& parallel_for);
 
 // The CUDA kernels (kernel.cu, built with OPBRIDGE_CUDA=ON) are the
-// normalization kernels shared by the four norms (opbridge/cuda_norms.cuh,
+// normalization kernels shared by the four norms (ops/shared/cuda_norms.cuh,
 // which says what they compute), registered for the op.
 
 }  // namespace opbridge

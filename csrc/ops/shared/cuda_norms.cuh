@@ -1,7 +1,8 @@
-// CUDA kernels shared by the normalization operators (rms_norm,
+// CUDA kernels shared by the built-in normalization operators (rms_norm,
 // add_rms_norm, layer_norm, add_layer_norm); included by their kernel.cu
-// files only. Everything here has internal linkage (an unnamed namespace), so
-// each kernel.cu gets its own copies and no two translation units share a
+// files only. csrc/ops/shared/ holds what several built-in operators share
+// and is no operator (no spec.cpp) and no part of the SDK (not installed). Everything here has internal
+// linkage (an unnamed namespace), so each kernel.cu gets its own copies and no two translation units share a
 // kernel symbol. A norm's kernel.cu is one OPBRIDGE_REGISTER_CUDA_NORM_KERNELS
 // (at the end), which registers LaunchForwardArgs / LaunchBackwardArgs for its
 // (Norm, NormResidual): they unpack KernelArgs with opbridge/norm_launch.h and
