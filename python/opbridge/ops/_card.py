@@ -53,9 +53,8 @@ class Layout:
       (normalised, rotated): never sharded. Every other letter, and every
       ``...`` dimension, may be sharded consistently in every tensor that has
       it.
-    - ``gradients``: only for an op whose backward the spec does not
-      describe (a library built by an earlier SDK, or an op registered
-      without a spec): the forward tensor whose layout each output of the
+    - ``gradients``: only for an op whose backward no spec describes (a
+      PyTorch operator registered without an opbridge spec): the forward tensor whose layout each output of the
       backward op has, in order; empty: output ``k`` is the gradient of
       forward input ``k``, and a backward input takes the layout of the
       forward tensor of its name (``grad_<output>``, a saved tensor's).
