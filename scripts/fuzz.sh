@@ -143,6 +143,31 @@ summary() {
   echo "runs: $(grep -o '^#[0-9]*' <<<"$line" | tr -d '#') exec/s: ${execs:-?} $(grep -oE 'cov: [0-9]+ ft: [0-9]+ corp: [^ ]+' <<<"$line")"
 }
 
+# One target's brief check: its corpus replayed, then (ONNX Runtime's) a few
+# seconds of fuzzing from it.
+brief_target() {
+  local target="$1" seconds="$2" start replayed fuzzed scratch
+  use_target "$target"
+  start=$SECONDS
+  run_fuzzer "$BUILD/corpus-$target.log" -runs=0 "$CORPUS"
+  replayed=$((SECONDS - start))
+  # OpenVINO's target runs about 10 inputs a second: its corpus is
+  # replayed, the fuzzing is left to `run` (a few seconds would add
+  # little beyond the replay).
+  if [[ "$BRIEF_FUZZES" == 0 ]]; then
+    log "$TARGET: corpus: $(ls "$CORPUS" | wc -l) inputs, no crash"
+    log "$TARGET: times (s): corpus=$replayed"
+    return
+  fi
+  scratch="$(mktemp -d)"
+  start=$SECONDS
+  run_fuzzer "$BUILD/brief-$target.log" -max_total_time="$seconds" "$scratch" "$CORPUS"
+  fuzzed=$((SECONDS - start))
+  rm -rf "$scratch"
+  log "$TARGET: corpus: $(ls "$CORPUS" | wc -l) inputs, no crash; fuzzing: $(summary "$BUILD/brief-$target.log")"
+  log "$TARGET: times (s): corpus=$replayed fuzz=$fuzzed"
+}
+
 cmd="${1:-}"
 shift || true
 case "$cmd" in
@@ -164,27 +189,18 @@ case "$cmd" in
     build
     log "times (s): build=$((SECONDS - start))"
     export QUIET=1
+    # The targets run side by side (a process each, one core each), each
+    # with logs of its own; a failure of either fails the step.
+    pids=()
     for target in ${OPBRIDGE_FUZZ_BRIEF_TARGETS:-ort openvino}; do
-      use_target "$target"
-      start=$SECONDS
-      run_fuzzer "$BUILD/corpus.log" -runs=0 "$CORPUS"
-      replayed=$((SECONDS - start))
-      # OpenVINO's target runs about 10 inputs a second: its corpus is
-      # replayed, the fuzzing is left to `run` (a few seconds would add
-      # little beyond the replay).
-      if [[ "$BRIEF_FUZZES" == 0 ]]; then
-        log "$TARGET: corpus: $(ls "$CORPUS" | wc -l) inputs, no crash"
-        log "$TARGET: times (s): corpus=$replayed"
-        continue
-      fi
-      scratch="$(mktemp -d)"
-      start=$SECONDS
-      run_fuzzer "$BUILD/brief.log" -max_total_time="$seconds" "$scratch" "$CORPUS"
-      fuzzed=$((SECONDS - start))
-      rm -rf "$scratch"
-      log "$TARGET: corpus: $(ls "$CORPUS" | wc -l) inputs, no crash; fuzzing: $(summary "$BUILD/brief.log")"
-      log "$TARGET: times (s): corpus=$replayed fuzz=$fuzzed"
+      brief_target "$target" "$seconds" &
+      pids+=("$!")
     done
+    status=0
+    for pid in "${pids[@]}"; do
+      wait "$pid" || status=1
+    done
+    exit "$status"
     ;;
   merge)
     [[ -x "$BUILD/csrc/fuzz/$TARGET" ]] || build
