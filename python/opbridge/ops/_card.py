@@ -54,10 +54,11 @@ class Layout:
       ``...`` dimension, may be sharded consistently in every tensor that has
       it.
     - ``gradients``: only for an op whose backward no spec describes (a
-      PyTorch operator registered without an opbridge spec): the forward tensor whose layout each output of the
-      backward op has, in order; empty: output ``k`` is the gradient of
-      forward input ``k``, and a backward input takes the layout of the
-      forward tensor of its name (``grad_<output>``, a saved tensor's).
+      PyTorch operator registered without an opbridge spec): the forward
+      tensor whose layout each output of the backward op has, in order;
+      empty: output ``k`` is the gradient of forward input ``k``, and a
+      backward input takes the layout of the forward tensor of its name
+      (``grad_<output>``, a saved tensor's).
     """
 
     tensors: Mapping[str, str | tuple[str, ...]]
