@@ -15,17 +15,22 @@ from opbridge._library import (
 from opbridge.export import routes as _routes
 
 
-def _decomposition(library: Library, spec: dict) -> Callable:
-    """The op's standard-route decomposition: its card's ``standard``."""
+def _card_of(library: Library, spec: dict) -> Any:
+    """The op's card (:func:`opbridge.ops.card`), or None when it has none."""
     from opbridge.ops import UnknownOperatorError, card
 
-    qualified = f"{library.torch_namespace}::{spec['name']}"
     try:
-        standard = card(qualified).standard
+        return card(f"{library.torch_namespace}::{spec['name']}")
     except UnknownOperatorError:
-        standard = None
-    if standard is not None:
-        return standard
+        return None
+
+
+def _decomposition(library: Library, spec: dict) -> Callable:
+    """The op's standard-route decomposition: its card's ``standard``."""
+    found = _card_of(library, spec)
+    if found is not None and found.standard is not None:
+        return found.standard
+    qualified = f"{library.torch_namespace}::{spec['name']}"
 
     def missing(*_args, **_kwargs):
         raise NotImplementedError(
@@ -68,10 +73,4 @@ def _form(library: Library, spec: dict, route: str) -> Callable:
     """The decomposition of a route that builds operators from other ONNX
     operators: what the route makes of the card's forms (see
     :mod:`opbridge.export.routes`), given the op's standard decomposition."""
-    from opbridge.ops import UnknownOperatorError, card
-
-    try:
-        found = card(f"{library.torch_namespace}::{spec['name']}")
-    except UnknownOperatorError:
-        found = None
-    return _routes.get(route).form(found, _decomposition(library, spec))
+    return _routes.get(route).form(_card_of(library, spec), _decomposition(library, spec))
