@@ -28,6 +28,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <memory>
@@ -636,6 +638,37 @@ void PinLibrary() {
   dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
 }
 
+// A domain given twice to one SessionOptions makes ONNX Runtime refuse every
+// session made with it ("Domain already set in registry"), and a host cannot
+// see what an options object already holds: the user registered the library
+// and so did a wrapper, one object is shared by threads, a session is retried.
+// The options remember the registration in a config entry that names the
+// domain and the object, so registering again into the same object adds
+// nothing. The object's address in the value keeps a copy of the options (a
+// session's get_session_options(), which copies the entries but not the
+// domains) from passing for one that holds the domain.
+std::string RegisteredKey() { return std::string("opbridge.registered.") + ThisLibrary().onnx_domain; }
+
+std::string AddressOf(const OrtSessionOptions* options) {
+  char text[2 + 2 * sizeof(void*) + 1];
+  std::snprintf(text, sizeof text, "%p", static_cast<const void*>(options));
+  return text;
+}
+
+bool AlreadyRegisteredIn(Ort::UnownedSessionOptions& session_options, const OrtSessionOptions* options) {
+  const std::string key = RegisteredKey();
+  return session_options.HasConfigEntry(key.c_str()) &&
+         session_options.GetConfigEntry(key.c_str()) == AddressOf(options);
+}
+
+void MarkRegisteredIn(Ort::UnownedSessionOptions& session_options, const OrtSessionOptions* options) {
+  const std::string key = RegisteredKey();
+  // ONNX Runtime limits a config key's length; a domain too long for one is
+  // registered without the mark (as any library is).
+  constexpr std::size_t kMaxConfigKey = 128;
+  if (key.size() <= kMaxConfigKey) session_options.AddConfigEntry(key.c_str(), AddressOf(options).c_str());
+}
+
 }  // namespace
 }  // namespace opbridge
 
@@ -675,7 +708,9 @@ RegisterCustomOps(OrtSessionOptions* options, const OrtApiBase* api_base) {
       }
     }
     Ort::UnownedSessionOptions session_options(options);
+    if (AlreadyRegisteredIn(session_options, options)) return nullptr;
     session_options.Add(library.domain);
+    MarkRegisteredIn(session_options, options);
     return nullptr;
   } catch (const std::exception& e) {
     const std::string message = std::string(ThisLibrary().name) + ": RegisterCustomOps failed: " + e.what();

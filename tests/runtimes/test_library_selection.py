@@ -75,7 +75,7 @@ import opbridge
 results = {{}}
 for name in sys.argv[2].split(","):
     model = MODELS[name]
-    libraries = [lib.name for lib in opbridge.runtimes.onnxruntime.libraries_for(model)]
+    libraries = [lib.name for lib in opbridge.runtimes.model.libraries_for(model)]
     if sys.argv[1] == "ort":
         (y,) = opbridge.runtimes.onnxruntime.InferenceSession(model).run(None, {{"x": x}})
     else:
@@ -160,7 +160,7 @@ stock = onnxruntime.InferenceSession(proto.SerializeToString(), providers=["CPUE
 print(json.dumps({
     "node": node.name,
     "functions": [[f.domain, f.name] for f in proto.functions],
-    "libraries": [lib.name for lib in opbridge.runtimes.onnxruntime.libraries_for(proto)],
+    "libraries": [lib.name for lib in opbridge.runtimes.model.libraries_for(proto)],
     "ort": ran(y),
     "stock": ran(stock.run(None, feeds)[0]),
     "profiled": ops.get(node.name + "_kernel_time"),

@@ -16,7 +16,6 @@ import pytest
 import torch
 
 import opbridge
-from opbridge.runtimes import onnxruntime as ort_runtime
 from opbridge.verify import BODY, KERNEL
 
 
@@ -55,7 +54,7 @@ def test_verify_says_that_each_library_node_ran_its_kernel():
 def test_verify_fails_when_the_runtime_ran_a_body_instead_of_the_kernel(monkeypatch):
     # The library is loaded, but the sessions do not get it registered: the
     # runtime runs each node's fallback body, whose numbers agree.
-    monkeypatch.setattr(ort_runtime, "libraries_for", lambda model: [])
+    monkeypatch.setattr(opbridge.runtimes.model, "needed_libraries", lambda proto: [])
     report = opbridge.verify(TwoNorms().eval(), ARGS, route="function", **ONE_LEVEL)
     assert not report.passed
     assert [k.ran for k in report.kernels] == [BODY, BODY]
@@ -126,7 +125,7 @@ for runtime in ("onnxruntime", "openvino"):
     report = opbridge.verify(Model().eval(), args, route="function", runtime=runtime)
     results[runtime] = summary(report)
 # Loaded, but not registered for ONNX Runtime's sessions: the bodies run.
-ort_runtime.libraries_for = lambda model: [opbridge.libraries()[0]]
+opbridge.runtimes.model.needed_libraries = lambda proto: [opbridge.libraries()[0]]
 report = opbridge.verify(Model().eval(), args, route="function", layers=False)
 results["not registered"] = summary(report)
 print(json.dumps(results))

@@ -105,7 +105,7 @@ def require_libraries(model) -> list:
     """The loaded operator libraries the ONNX model ``model`` (a path or a
     ``ModelProto``) needs; a FactoryError when a domain it uses has no
     loaded library, saying that ``--import`` loads one."""
-    from opbridge.runtimes.onnxruntime import libraries_for
+    from opbridge.runtimes.model import libraries_for
 
     try:
         return libraries_for(model)

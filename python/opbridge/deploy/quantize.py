@@ -38,7 +38,8 @@ def calibration_sessions_with_libraries(model: Any):
     import onnxruntime
     from onnxruntime.quantization import calibrate
 
-    from opbridge.runtimes.onnxruntime import libraries_for, session_options
+    from opbridge.runtimes.model import libraries_for
+    from opbridge.runtimes.onnxruntime import session_options
 
     needed = libraries_for(model)
     original = calibrate.CalibraterBase.create_inference_session

@@ -224,7 +224,8 @@ def triton_repository(
     """
     import onnx
 
-    from opbridge.runtimes.onnxruntime import _path_of, libraries_for
+    from opbridge.runtimes.model import libraries_for
+    from opbridge.runtimes.onnxruntime import get_library_path
 
     model_path = Path(model_path)
     proto = onnx.load(model_path)
@@ -238,7 +239,7 @@ def triton_repository(
     for library in libraries_for(proto):
         if library.onnx_domain not in used:
             continue
-        source = Path(_path_of(library))
+        source = Path(get_library_path(library))
         _copy_with_dependencies(source, version)
         base = Path(mount) / name / "1" if mount else version.resolve()
         paths.append(str(base / source.name))

@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
-import difflib
 import json
 import os
 import re
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
-from pathlib import Path
+import threading
+from collections.abc import Callable, Iterator
 from typing import Any
 
-from opbridge._library import (
-    BUILTIN,
-    METADATA_DOMAIN_VERSION_PREFIX,
-    ONNX_DOMAIN,
-    ONNX_DOMAIN_VERSION,
-    VERSION,
-    Library,
-    libraries,
-    library_for_domain,
-)
+from opbridge._library import BUILTIN, Library
 from opbridge.runtimes.base import (
     ModelRewrite,
     Runtime,
@@ -30,15 +21,11 @@ from opbridge.runtimes.base import (
     load_model,
     smoke_check,
 )
+from opbridge.runtimes.model import ModelFacts, library_nodes
 
 # IO binding (run repeatedly without copies), re-exported: opbridge.runtimes.onnxruntime.bind.
 from opbridge.runtimes.ort_binding import BoundSession as BoundSession
 from opbridge.runtimes.ort_binding import bind as bind
-
-LIBRARY_NAME = "libopbridge_ort.so"
-# Domains ONNX Runtime implements itself (and the exporters' function domains).
-_RUNTIME_DOMAINS = {"", "ai.onnx", "ai.onnx.ml", "ai.onnx.training", "ai.onnx.preview.training"}
-_RUNTIME_DOMAIN_PREFIXES = ("com.microsoft", "com.ms.", "pkg.")
 
 
 def _path_of(library: Library) -> str:
@@ -76,158 +63,31 @@ def library_info(library: Library | None = None) -> dict[str, Any]:
 
 
 def session_options(options: Any = None, libraries: list[Library] | None = None):
-    """``onnxruntime.SessionOptions`` (a new one, or ``options``) with the
-    custom-op libraries registered: opbridge's own by default, else ``libraries``."""
+    """``onnxruntime.SessionOptions`` with the custom-op libraries registered:
+    opbridge's own by default, else ``libraries``; a new one, or
+    ``options``, into which ONNX Runtime's own registration
+    (``register_custom_ops_library``) adds each library's domain once (an
+    opbridge library registered again into the same options adds nothing,
+    whoever registered it first)."""
     import onnxruntime
 
     options = options if options is not None else onnxruntime.SessionOptions()
-    for library in libraries if libraries is not None else [BUILTIN]:
-        path = get_library_path() if library is BUILTIN else _path_of(library)
-        try:
-            options.register_custom_ops_library(path)
-        except Exception as error:
-            raise RuntimeError(
-                f"{library.name}: ONNX Runtime {onnxruntime.__version__} could not load "
-                f"{path}: {error}"
-            ) from error
+    with _REGISTERING:
+        for library in libraries if libraries is not None else [BUILTIN]:
+            path = _path_of(library)
+            try:
+                options.register_custom_ops_library(path)
+            except Exception as error:
+                raise RuntimeError(
+                    f"{library.name}: ONNX Runtime {onnxruntime.__version__} could not load "
+                    f"{path}: {error}"
+                ) from error
     return options
 
 
-def _closest(name: str, candidates: Iterable[str]) -> str | None:
-    """The candidate ``name`` most likely misspells: equal but for case, or
-    close to it (difflib, ignoring case); None when none is close."""
-    by_folded = {candidate.casefold(): candidate for candidate in candidates}
-    folded = name.casefold()
-    if folded in by_folded:
-        return by_folded[folded]
-    close = difflib.get_close_matches(folded, list(by_folded), n=1, cutoff=0.8)
-    return by_folded[close[0]] if close else None
-
-
-# A runtime's file of an operator library, which messages name.
-LibraryFile = Callable[[Library], Path]
-
-
-def _ort_file(library: Library) -> Path:
-    return library.adapter_path("ort")
-
-
-def libraries_for(model: Any, library_file: LibraryFile | None = None) -> list[Library]:
-    """The loaded libraries a model needs (opbridge's own always comes first),
-    after checking each domain's version against the model.
-
-    A library is needed wherever a node of its domain is: in the graph, in
-    the subgraphs of If, Loop and Scan nodes, and in the bodies of the
-    model's own functions, on every route: a ``function``-route node (one
-    with a model-local function of its domain and op type, the fallback
-    body) needs its library too, so that the runtime runs the library's
-    kernel rather than the body. A custom domain without a loaded library
-    whose every node calls one of the model's own functions needs nothing
-    (the runtime runs the bodies). A model that uses any other custom domain
-    no loaded library provides is refused
-    with a message saying how to load one (and naming a loaded library's
-    domain the model's may misspell). The message ends with the model's
-    domain, escaped (``ascii``), so that no character of it can garble the
-    rest. ``library_file`` is the runtime's file of a library, which
-    messages name (default: its ONNX Runtime library).
-    """
-    file_of = library_file or _ort_file
-    proto = load_model(model)
-    check_domain_version(proto, file_of)
-    needed = [BUILTIN]
-    local = local_function_domains(proto)
-    for domain in sorted(used_domains(proto)):
-        if domain in _RUNTIME_DOMAINS or domain.startswith(_RUNTIME_DOMAIN_PREFIXES):
-            continue
-        library = library_for_domain(domain)
-        if library is None and domain in local:
-            continue  # only calls of the model's own functions: their bodies run
-        if library is None:
-            loaded = libraries()
-            names = ", ".join(f"{lib.onnx_domain} ({file_of(lib).name})" for lib in loaded)
-            closest = _closest(domain, (lib.onnx_domain for lib in loaded))
-            hint = f"did you mean '{closest}'? Otherwise load" if closest else "load"
-            raise RuntimeError(
-                f"opbridge: the model uses ONNX domain {domain!a}, which no loaded operator "
-                f"library provides (loaded: {names}); {hint} its library first with "
-                f"opbridge.load_library(path). Unknown domain: {domain!a}"
-            )
-        if library is not BUILTIN:
-            needed.append(library)
-    return needed
-
-
-def used_domains(proto: Any) -> set[str]:
-    """The domain of every node of the model wherever it is: the graph, the
-    subgraphs of its If, Loop and Scan nodes, and the bodies of its local
-    functions (a library node inside a function body selects its library
-    like any other)."""
-    graphs = [proto.graph, *proto.functions]
-    return {node.domain for graph in graphs for node in _nodes(graph)}
-
-
-def local_function_domains(proto: Any) -> set[str]:
-    """The domains whose every node (in the graph, its subgraphs and the
-    model's functions) calls one of the model's own functions: a runtime
-    can run each of them without a library, by the function's body (the
-    ``function`` route's fallback)."""
-    functions = {(function.domain, function.name) for function in proto.functions}
-    graphs = [proto.graph, *proto.functions]
-    by_domain: dict[str, bool] = {}
-    for graph in graphs:
-        for node in _nodes(graph):
-            local = (node.domain, node.op_type) in functions
-            by_domain[node.domain] = by_domain.get(node.domain, True) and local
-    return {domain for domain, local in by_domain.items() if local}
-
-
-def _nodes(graph: Any) -> Iterator[Any]:
-    """Every node of a graph, those of its subgraphs (If, Loop, Scan) included."""
-    for node in graph.node:
-        yield node
-        for attribute in node.attribute:
-            if attribute.HasField("g"):
-                yield from _nodes(attribute.g)
-            for subgraph in attribute.graphs:
-                yield from _nodes(subgraph)
-
-
-def check_op_types(model: Any, library_file: LibraryFile | None = None) -> None:
-    """Raises if a node of a loaded library's domain has an op type that
-    library lacks (ONNX Runtime itself would only say the op "is not a
-    registered function/op"): names the library and its op types, and the one
-    the node's may misspell. The node's op type comes last, escaped.
-
-    Nodes that call the model's own functions are left alone. ``model`` is a
-    path, bytes or a ``ModelProto``; ``library_file`` as for
-    :func:`libraries_for`.
-    """
-    file_of = library_file or _ort_file
-    proto = load_model(model)
-    functions = {(function.domain, function.name) for function in proto.functions}
-    graphs = [proto.graph, *proto.functions]
-    known: dict[str, set[str]] = {}
-    for graph in graphs:
-        for node in _nodes(graph):
-            library = library_for_domain(node.domain)
-            if library is None or (node.domain, node.op_type) in functions:
-                continue
-            if library.onnx_domain not in known:
-                specs = library.specs().values()
-                known[library.onnx_domain] = {s["onnx_type"] for s in specs if s.get("onnx_type")}
-            types = known[library.onnx_domain]
-            if node.op_type in types:
-                continue
-            closest = _closest(node.op_type, types)
-            hint = f"; did you mean '{closest}'?" if closest else "."
-            which = f"node {node.name!a}" if node.name else "a node"
-            op = f"{node.domain}:{node.op_type}"
-            raise RuntimeError(
-                f"{library.name}: the model's {which} has an op type that the operator library "
-                f"{library.name} ({file_of(library).name}, ONNX domain "
-                f"'{library.onnx_domain}') does not have; its op types: "
-                f"{', '.join(sorted(types))}{hint} The node's op type: {op!a}"
-            )
+# ONNX Runtime's SessionOptions are not safe to change from two threads at
+# once: registrations into one shared by threads take turns.
+_REGISTERING = threading.Lock()
 
 
 # ONNX Runtime's graph optimization levels, least to most, by opbridge's name
@@ -265,44 +125,41 @@ def level_enum(name: str):
     return getattr(onnxruntime.GraphOptimizationLevel, OPTIMIZATION_LEVELS[name])
 
 
-def InferenceSession(
-    path_or_bytes: str | bytes | os.PathLike,
-    sess_options: Any = None,
-    providers: Any = None,
-    provider_options: Any = None,
-    *,
-    optimization_level: str | None = None,
-    threads: int | None = None,
-    allow_wrong_forms: bool = False,
-    **kwargs: Any,
-):
-    """An ``onnxruntime.InferenceSession`` with opbridge's library registered,
-    and the library of every other custom domain the model uses.
+# opbridge's settings of a session, on top of the caller's options: the
+# option each sets, by name.
+_LEVEL_AND_THREADS = (
+    "graph_optimization_level",
+    "intra_op_num_threads",
+    "inter_op_num_threads",
+    "execution_mode",
+)
 
-    ``optimization_level`` names the graph optimization level (one of
-    :func:`available_levels`: ``"disable_all"`` ... ``"enable_all"``);
-    ``threads`` is the intra-op thread count, with one inter-op thread and
-    sequential execution (a kernel's parallel-for gets ``threads`` workers).
-    Either one left at None keeps ONNX Runtime's default, or the setting of
-    ``sess_options`` when that is given.
 
-    Takes ``onnxruntime.InferenceSession``'s arguments, in its order
-    (``sess_options``, ``providers``, ``provider_options`` positionally or
-    by name, the rest by name); ``sess_options``
-    (if given) is the base: it gets the libraries added and the level and
-    threads asked for here. A ``ModelProto`` is accepted too. A model ONNX
-    Runtime cannot read (a truncated file, an IR version newer than the
-    runtime's, a domain version the loaded library lacks, a domain no loaded
-    library provides, an op type its library lacks) gets an error that says
-    what to change. A model with a form ONNX Runtime's runtime lists as
-    computed wrong (``RUNTIME.wrong_forms``, none today) is warned of
-    (:class:`~opbridge.runtimes.WrongFormWarning`), or refused where its
-    known error is large (:class:`~opbridge.runtimes.WrongFormError`);
-    ``allow_wrong_forms=True`` runs it as given.
-    """
+@contextlib.contextmanager
+def _settings_on(options: Any, level: Any, threads: int | None) -> Iterator[None]:
+    """``options`` with the level and threads asked for while a session is
+    made from them (ONNX Runtime copies the options into the session), and
+    as they were afterwards: the caller's object is left as given."""
     import onnxruntime
 
-    level = level_enum(optimization_level) if optimization_level is not None else None
+    if level is None and threads is None:
+        yield
+        return
+    saved = {name: getattr(options, name) for name in _LEVEL_AND_THREADS}
+    try:
+        if level is not None:
+            options.graph_optimization_level = level
+        if threads is not None:
+            options.intra_op_num_threads = threads
+            options.inter_op_num_threads = 1
+            options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(options, name, value)
+
+
+def _check_threads(threads: Any) -> None:
     if threads is not None and (
         isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
     ):
@@ -311,32 +168,159 @@ def InferenceSession(
             "None for ONNX "
             f"Runtime's default), got {threads!r}"
         )
-    if hasattr(path_or_bytes, "SerializeToString"):
-        path_or_bytes = path_or_bytes.SerializeToString()
-    elif isinstance(path_or_bytes, os.PathLike):
-        path_or_bytes = os.fspath(path_or_bytes)
-    proto = load_model(path_or_bytes)
-    needed = libraries_for(proto)
-    check_op_types(proto)
-    RUNTIME.check_wrong_forms(proto, allow_wrong_forms=allow_wrong_forms)
-    options = session_options(sess_options, needed)
-    if level is not None:
-        options.graph_optimization_level = level
-    if threads is not None:
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
-    kwargs["sess_options"] = options
-    kwargs["providers"] = providers if providers is not None else ["CPUExecutionProvider"]
-    if provider_options is not None:
-        kwargs["provider_options"] = provider_options
-    try:
-        return onnxruntime.InferenceSession(path_or_bytes, **kwargs)
-    except Exception as error:
-        explained = _explain_load_error(error, path_or_bytes)
-        if explained is None:
-            raise
-        raise explained from error
+
+
+_EXPLAINED: dict[tuple[type, type], type] = {}
+
+
+def _explained_class(runtime_class: type, opbridge_class: type) -> type:
+    """ONNX Runtime's exception class with the class of opbridge's
+    explanation beside it (``except onnxruntime...InvalidGraph`` and
+    ``except RuntimeError`` both catch it), made once per pair."""
+    key = (runtime_class, opbridge_class)
+    if key not in _EXPLAINED:
+        bases = (runtime_class,) if issubclass(runtime_class, opbridge_class) else key
+        _EXPLAINED[key] = type(
+            runtime_class.__name__,
+            bases,
+            {
+                "__module__": __name__,
+                "__doc__": f"ONNX Runtime's {runtime_class.__name__}, with opbridge's "
+                "explanation of it as the message (ONNX Runtime's own is the cause).",
+            },
+        )
+    return _EXPLAINED[key]
+
+
+# How ONNX Runtime says that no schema it knows matches a node (a NUL in a
+# domain cuts its message after "Fatal error:"): only then is a domain that
+# no loaded opbridge library provides the reason (the caller may have
+# registered that domain's library itself).
+_UNREGISTERED_NODE = ("is not a registered function/op", "Fatal error:")
+
+
+def _explain(error: Exception, facts: ModelFacts) -> Exception | None:
+    """ONNX Runtime's failure to make a session of a model, as an error of
+    the same class whose message says what to change (the model as
+    opbridge reads it, its domains, versions and op types, its IR version);
+    None where opbridge has nothing to add."""
+    text = str(error)
+    unregistered = any(sign in text for sign in _UNREGISTERED_NODE)
+    why = facts.explain(unknown_domains=unregistered) or _ir_version_error(error, facts.model)
+    if why is None:
+        return None
+    return _explained_class(type(error), type(why))(str(why))
+
+
+def _session_class():
+    """The class :data:`InferenceSession` names, made on first use
+    (onnxruntime is imported then, not with opbridge)."""
+    from onnxruntime.capi.onnxruntime_inference_collection import InferenceSession as Stock
+
+    class InferenceSession(Stock):
+        """ONNX Runtime's ``InferenceSession`` with opbridge's custom-op
+        library registered, and the library of every other loaded operator
+        library whose domain the model uses.
+
+        A subclass of ``onnxruntime.InferenceSession`` that takes its
+        arguments, in its order, and behaves as it does: ``isinstance``,
+        subclassing and ``onnxruntime.InferenceSession =
+        opbridge.runtimes.onnxruntime.InferenceSession`` all work. The
+        model may also be a ``ModelProto``.
+
+        - ``sess_options``: the caller's ``SessionOptions`` (or a new one).
+          The libraries the model needs are registered into them the way
+          ONNX Runtime registers any (``register_custom_ops_library``); an
+          opbridge library adds its domain to one options object once, so
+          the options can be reused for any number of sessions, from any
+          number of threads, after the caller registered the library too,
+          and after a failed session. Nothing else of them changes.
+        - ``providers``, ``provider_options`` and every other keyword are
+          ONNX Runtime's, passed on as given (``providers=None``: ONNX
+          Runtime's choice, or the options' provider selection policy).
+        - Domains no loaded opbridge library provides are left to ONNX
+          Runtime (a library the caller registered in ``sess_options``).
+        - A model ONNX Runtime cannot load gets ONNX Runtime's exception,
+          of ONNX Runtime's class, with a message that says what to change
+          where opbridge can say it (an IR version newer than the
+          runtime's, a library domain version or op type the loaded library
+          lacks, a domain no loaded library provides, a truncated file):
+          the class is a subclass of ONNX Runtime's and of the error
+          opbridge would raise (``RuntimeError``, ``ValueError``), and
+          ONNX Runtime's own error is its ``__cause__``.
+
+        opbridge's own keywords:
+
+        - ``optimization_level`` names the graph optimization level (one of
+          :func:`available_levels`: ``"disable_all"`` ... ``"enable_all"``);
+          ``threads`` is the intra-op thread count, with one inter-op
+          thread and sequential execution (a kernel's parallel-for gets
+          ``threads`` workers). Either one left at None keeps the options'
+          setting. They apply to this session only: the caller's
+          ``sess_options`` are as given afterwards.
+        - A model with a form ONNX Runtime is listed as computing wrong
+          (``RUNTIME.wrong_forms``, none today) is warned of
+          (:class:`~opbridge.runtimes.WrongFormWarning`), or refused where
+          its known error is large (:class:`~opbridge.runtimes.WrongFormError`);
+          ``allow_wrong_forms=True`` runs it as given.
+        """
+
+        def __init__(
+            self,
+            path_or_bytes: str | bytes | os.PathLike,
+            sess_options: Any = None,
+            providers: Any = None,
+            provider_options: Any = None,
+            *,
+            optimization_level: str | None = None,
+            threads: int | None = None,
+            allow_wrong_forms: bool = False,
+            **kwargs: Any,
+        ) -> None:
+            import onnxruntime
+
+            level = level_enum(optimization_level) if optimization_level is not None else None
+            _check_threads(threads)
+            if hasattr(path_or_bytes, "SerializeToString"):
+                path_or_bytes = path_or_bytes.SerializeToString()
+            facts = ModelFacts.of(path_or_bytes)
+            if facts.proto is not None:
+                RUNTIME.check_wrong_forms(facts.proto, allow_wrong_forms=allow_wrong_forms)
+            options = sess_options if sess_options is not None else onnxruntime.SessionOptions()
+            session_options(options, facts.libraries)
+            try:
+                with _settings_on(options, level, threads):
+                    super().__init__(path_or_bytes, options, providers, provider_options, **kwargs)
+            except Exception as error:
+                explained = _explain(error, facts)
+                if explained is None:
+                    raise
+                raise explained from error
+
+    InferenceSession.__module__ = __name__
+    InferenceSession.__qualname__ = "InferenceSession"
+    return InferenceSession
+
+
+_CLASSES: dict[str, Any] = {}
+_CLASSES_LOCK = threading.Lock()
+
+
+def __getattr__(name: str) -> Any:
+    # InferenceSession is made on first use: it subclasses onnxruntime's,
+    # and opbridge does not import onnxruntime when it is imported.
+    if name == "InferenceSession":
+        with _CLASSES_LOCK:
+            if name not in _CLASSES:
+                _CLASSES[name] = _session_class()
+            return _CLASSES[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _session_type() -> Any:
+    """:data:`InferenceSession`, for this module's own calls (a module's
+    ``__getattr__`` answers only lookups from outside)."""
+    return __getattr__("InferenceSession")
 
 
 _IR_VERSION_ERROR = re.compile(
@@ -344,9 +328,9 @@ _IR_VERSION_ERROR = re.compile(
 )
 
 
-def _explain_load_error(error: Exception, model: Any) -> Exception | None:
-    """An opbridge error for a load failure whose ONNX Runtime message does
-    not say what to do; None for the others."""
+def _ir_version_error(error: Exception, model: Any) -> Exception | None:
+    """What to do about a model of an IR version newer than the runtime
+    reads; None for any other failure."""
     import onnx
     import onnxruntime
 
@@ -364,52 +348,6 @@ def _explain_load_error(error: Exception, model: Any) -> Exception | None:
             "version ONNX Runtime reads."
         )
     return None
-
-
-def check_domain_version(model: Any, library_file: LibraryFile | None = None) -> None:
-    """Raises if the model needs a version of a library domain the loaded
-    library lacks: newer (by its opset imports and its
-    ``opbridge.domain_version.<domain>`` metadata), or below 1.
-
-    ONNX Runtime itself would only say the op "is not a registered
-    function/op"; this names both versions. ``model`` is a path, bytes or a
-    ``ModelProto``; ``library_file`` as for :func:`libraries_for`.
-    """
-    file_of = library_file or _ort_file
-    proto = load_model(model)
-    wanted = {opset.domain: opset.version for opset in proto.opset_import}
-    for prop in proto.metadata_props:
-        if prop.key.startswith(METADATA_DOMAIN_VERSION_PREFIX):
-            domain = prop.key[len(METADATA_DOMAIN_VERSION_PREFIX) :]
-            try:
-                wanted[domain] = max(wanted.get(domain, 0), int(prop.value))
-            except ValueError:
-                continue
-    for domain, version in wanted.items():
-        library = library_for_domain(domain)
-        if library is None:
-            continue
-        if version < 1:
-            raise RuntimeError(
-                f"{library.name}: the model imports ONNX domain '{domain}' version "
-                f"{version}, but the domain's versions start at 1 (this library, "
-                f"{library.name} {library.version}, has versions 1 to "
-                f"{library.domain_version}); set that opset import's version to "
-                f"{library.domain_version}"
-            )
-        if version <= library.domain_version:
-            continue
-        if library is BUILTIN:
-            raise RuntimeError(
-                f"opbridge: the model needs ONNX domain '{ONNX_DOMAIN}' version {version}, "
-                f"but this library (opbridge {VERSION}, {file_of(BUILTIN)}) supports "
-                f"version {ONNX_DOMAIN_VERSION}; upgrade opbridge"
-            )
-        raise RuntimeError(
-            f"{library.name}: the model needs ONNX domain '{domain}' version {version}, but the "
-            f"loaded library ({library.name} {library.version}, {file_of(library)}) "
-            f"supports version {library.domain_version}; rebuild the model or upgrade the library"
-        )
 
 
 def _release(version: str) -> tuple[int, ...]:
@@ -456,7 +394,7 @@ def _checks() -> list[RuntimeCheck]:
     sessions = []
 
     def run(model, feeds):
-        sessions.append(InferenceSession(model))
+        sessions.append(_session_type()(model))
         return sessions[-1].run(None, feeds)
 
     # The sessions live until the check has seen what they mapped (doctor
@@ -466,7 +404,7 @@ def _checks() -> list[RuntimeCheck]:
 
 
 def _session(model: Any, level: str | None = None, threads: int | None = None):
-    return InferenceSession(model, optimization_level=level, threads=threads)
+    return _session_type()(model, optimization_level=level, threads=threads)
 
 
 def _plain_session(model: Any, level: str | None = None):
@@ -479,12 +417,9 @@ def _plain_session(model: Any, level: str | None = None):
         options.graph_optimization_level = level_enum(level)
     if hasattr(model, "SerializeToString"):
         model = model.SerializeToString()
-    return onnxruntime.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-
-
-def library_nodes(model: Any) -> list[Any]:
-    """The nodes of the model's graph whose domain a loaded library provides."""
-    return [node for node in load_model(model).graph.node if library_for_domain(node.domain)]
+    # ONNX Runtime's own class, whatever onnxruntime.InferenceSession names now.
+    stock = onnxruntime.capi.onnxruntime_inference_collection.InferenceSession
+    return stock(model, options, providers=["CPUExecutionProvider"])
 
 
 def library_kernels(model: Any, feeds: dict, level: str | None = None) -> set[str]:
@@ -504,7 +439,7 @@ def library_kernels(model: Any, feeds: dict, level: str | None = None) -> set[st
         options = onnxruntime.SessionOptions()
         options.enable_profiling = True
         options.profile_file_prefix = os.path.join(directory, "run")
-        session = InferenceSession(proto, options, optimization_level=level)
+        session = _session_type()(proto, options, optimization_level=level)
         session.run(None, feeds)
         with open(session.end_profiling()) as file:
             events = json.load(file)
@@ -600,7 +535,7 @@ def _profile(model: bytes, feeds: dict, threads: int, calls: int, level: str) ->
         options = onnxruntime.SessionOptions()
         options.enable_profiling = True
         options.profile_file_prefix = os.path.join(scratch, "ort")
-        session = InferenceSession(
+        session = _session_type()(
             model, optimization_level=level, threads=threads, sess_options=options
         )
         for _ in range(1 + calls):

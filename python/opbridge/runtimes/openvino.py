@@ -32,12 +32,13 @@ from opbridge.runtimes.base import (
     load_model,
     smoke_check,
 )
-from opbridge.runtimes.onnxruntime import (
-    _nodes,
+from opbridge.runtimes.model import (
+    ModelFacts,
     check_op_types,
     libraries_for,
     library_nodes,
     local_function_domains,
+    nodes,
     used_domains,
 )
 
@@ -110,13 +111,13 @@ def _is_onnx(model: Any) -> bool:
     return isinstance(model, str | os.PathLike) and not os.fspath(model).endswith(".xml")
 
 
-def _extensions_for(model: Any) -> list[Library]:
-    """The libraries whose extension ``model`` needs: for an ONNX model, those
-    of the domains it uses (after the same checks ONNX Runtime's sessions
-    make: domain versions, op types); for an IR or an ``openvino.Model``,
-    every loaded library that has one."""
-    if _is_onnx(model):
-        proto = load_model(model)
+def _extensions_for(proto: Any) -> list[Library]:
+    """The libraries whose extension a model needs: for an ONNX model
+    (``proto``, its ``ModelProto``), those of the domains it uses (after the
+    same checks ONNX Runtime's sessions make: domain versions, op types);
+    for an IR, an ``openvino.Model`` or a file opbridge cannot read
+    (``proto`` None), every loaded library that has one."""
+    if proto is not None:
         needed = libraries_for(proto, _extension_file)
         check_op_types(proto, _extension_file)
         # A library without an extension is needed where one of its nodes has
@@ -130,7 +131,7 @@ def _extensions_for(model: Any) -> list[Library]:
     return [library for library in libraries() if library.adapter_path("openvino").is_file()]
 
 
-def _inline_local_functions(model: Any, with_libraries: bool = True):
+def _inline_local_functions(model: Any, proto: Any, with_libraries: bool = True):
     """The ONNX ``model`` with its own functions inlined, but for those a
     loaded library with an extension implements (the ``function`` route's:
     the library's kernel runs) when ``with_libraries``; None when there is
@@ -142,7 +143,6 @@ def _inline_local_functions(model: Any, with_libraries: bool = True):
     import onnx
     from onnx.inliner import inline_selected_functions
 
-    proto = load_model(model)
     if not proto.functions:
         return None
     kept = []
@@ -162,16 +162,19 @@ def _inline_local_functions(model: Any, with_libraries: bool = True):
     return inline_selected_functions(proto, kept, exclude=True)
 
 
-def _escape_node_names(model: Any) -> Any:
-    """The ONNX ``model`` with a NUL in a node's name written ``\\x00``:
-    OpenVINO's ONNX reader starts an error with the node's name, and a NUL
-    there cuts the message before the reason (opbridge's or its own)."""
-    proto = load_model(model)
+def _escape_node_names(model: Any, proto: Any) -> Any:
+    """The ONNX ``model`` (``proto``: its ``ModelProto``) with a NUL in a
+    node's name written ``\\x00``: OpenVINO's ONNX reader starts an error
+    with the node's name, and a NUL there cuts the message before the reason
+    (opbridge's or its own)."""
     graphs = [proto.graph, *proto.functions]
-    if not any("\x00" in node.name for graph in graphs for node in _nodes(graph)):
+    if not any("\x00" in node.name for graph in graphs for node in nodes(graph)):
         return model
+    # A copy: the caller's model stays as given.
+    proto = type(proto).FromString(proto.SerializeToString())
+    graphs = [proto.graph, *proto.functions]
     for graph in graphs:
-        for node in _nodes(graph):
+        for node in nodes(graph):
             node.name = node.name.replace("\x00", "\\x00")
     return proto
 
@@ -213,20 +216,22 @@ def read_model(
     import openvino
 
     core = core or _shared_core()
+    # An ONNX model is parsed once, for every check; OpenVINO still reads a
+    # path itself (external data lies beside it). One opbridge cannot read
+    # (a missing file) goes to OpenVINO as given, which says what is wrong.
+    onnx_model = not isinstance(model, openvino.Model) and _is_onnx(model)
+    proto = ModelFacts.of(model).proto if onnx_model else None
     if with_libraries:
-        add_extensions(core, _extensions_for(model))
+        add_extensions(core, _extensions_for(proto))
     if isinstance(model, openvino.Model):
         return model
-    if _is_onnx(model):
-        # Parsed once for both checks; OpenVINO still reads a path itself
-        # (external data lies beside it).
-        proto = load_model(model)
+    if proto is not None:
         _check_acyclic(proto)
         RUNTIME.check_wrong_forms(proto, allow_wrong_forms=allow_wrong_forms)
-        inlined = _inline_local_functions(model, with_libraries)
+        inlined = _inline_local_functions(model, proto, with_libraries)
         if inlined is not None:
             model = inlined
-        model = _escape_node_names(model)
+        model = _escape_node_names(model, proto if inlined is None else inlined)
     if hasattr(model, "SerializeToString"):
         model = model.SerializeToString()
     if isinstance(model, bytes | bytearray):
@@ -237,26 +242,35 @@ def read_model(
 
 def compile_model(
     model: Any,
-    device: str = "CPU",
+    device_name: str | None = None,
     config: dict | None = None,
     *,
     threads: int | None = None,
     core: Any = None,
     allow_wrong_forms: bool = False,
     with_libraries: bool = True,
+    **kwargs: Any,
 ):
     """OpenVINO's own ``CompiledModel`` of ``model`` (an ONNX path, bytes or
-    ``ModelProto``, an IR ``.xml`` path, or an ``openvino.Model``) on
-    ``device``, with every loaded operator library's extension added
+    ``ModelProto``, an IR ``.xml`` path, or an ``openvino.Model``), with
+    every loaded operator library's extension added
     (``with_libraries=False``: none, as :func:`read_model` says).
 
-    ``config`` is OpenVINO's; ``INFERENCE_PRECISION_HINT`` is f32 unless it
-    names another (OpenVINO would otherwise pick bfloat16 on CPUs that have
-    it, a silent change of the numbers). ``threads`` sets
-    ``INFERENCE_NUM_THREADS``. ``core`` is the ``openvino.Core`` to use
-    (default: one shared by opbridge's calls). An ONNX model with a form
-    OpenVINO computes wrong is warned of or refused as :func:`read_model`
-    says; ``allow_wrong_forms=True`` compiles it as given.
+    Takes ``openvino.Core.compile_model``'s arguments by its names and with
+    its defaults: ``device_name`` (None: OpenVINO's choice, the AUTO
+    plugin), ``config`` (OpenVINO's properties; never changed: a copy gets
+    opbridge's settings) and its other keywords (``weights=``). One setting
+    differs, on purpose: ``INFERENCE_PRECISION_HINT`` is f32 unless
+    ``config`` names another (OpenVINO would otherwise pick bfloat16 on CPUs
+    that have it, a silent change of the numbers). Errors are OpenVINO's
+    (a missing file is its ``RuntimeError``), but for opbridge's checks of an
+    ONNX model (:func:`read_model`).
+
+    opbridge's keywords: ``threads`` sets ``INFERENCE_NUM_THREADS``;
+    ``core`` is the ``openvino.Core`` to use (default: one shared by
+    opbridge's calls). An ONNX model with a form OpenVINO computes wrong is
+    warned of or refused as :func:`read_model` says;
+    ``allow_wrong_forms=True`` compiles it as given.
     """
     import openvino
 
@@ -275,9 +289,10 @@ def compile_model(
     read = read_model(
         model, core, allow_wrong_forms=allow_wrong_forms, with_libraries=with_libraries
     )
-    RUNTIME.check_dtypes(_tensors_of(read))
-    compiled = core.compile_model(read, device, settings)
-    if _one_thread(compiled):
+    if isinstance(read, openvino.Model):
+        RUNTIME.check_dtypes(_tensors_of(read))
+    compiled = core.compile_model(read, device_name, settings, **kwargs)
+    if _one_thread(compiled, settings):
         return _ErrorKeepingCompiledModel(compiled)
     return compiled
 
@@ -294,11 +309,13 @@ def _tensors_of(model: Any) -> list[tuple[str, str, str]]:
     return tensors
 
 
-def _one_thread(compiled: Any) -> bool:
+def _one_thread(compiled: Any, settings: dict) -> bool:
+    """Whether the compiled model infers on one thread: as the device says,
+    else (the AUTO plugin does not say) as asked, or on a one-core machine."""
     try:
         return int(compiled.get_property(THREADS)) == 1
     except Exception:  # a device without the property
-        return False
+        return settings.get(THREADS) == 1 or os.cpu_count() == 1
 
 
 # At one inference thread, OpenVINO's CPU plugin (2026.4) runs a synchronous
@@ -412,7 +429,7 @@ def _check_level(level: str | None) -> None:
 
 def _session(model: Any, level: str | None = None, threads: int | None = None) -> Session:
     _check_level(level)
-    return Session(compile_model(model, threads=threads))
+    return Session(compile_model(model, "CPU", threads=threads))
 
 
 def _plain_session(model: Any, level: str | None = None) -> Session:
@@ -423,12 +440,12 @@ def _plain_session(model: Any, level: str | None = None) -> Session:
     import openvino
 
     _check_level(level)
-    return Session(compile_model(model, core=openvino.Core(), with_libraries=False))
+    return Session(compile_model(model, "CPU", core=openvino.Core(), with_libraries=False))
 
 
 def library_kernels(model: Any, feeds: dict, level: str | None = None) -> set[str]:
     """The names of the ONNX model's library nodes (:func:`library_nodes
-    <opbridge.runtimes.onnxruntime.library_nodes>`, each named) that ran as
+    <opbridge.runtimes.model.library_nodes>`, each named) that ran as
     their library's kernel in one run on ``feeds`` of a session at
     ``level``, by OpenVINO's profiling (``PERF_COUNT``): the node became its
     library's operator when read (one with the node's domain and op type,
@@ -449,7 +466,7 @@ def library_kernels(model: Any, feeds: dict, level: str | None = None) -> set[st
         for output in op.outputs():
             for value in output.get_names():
                 operators[(info.version_id, info.name, value)] = op.get_friendly_name()
-    compiled = compile_model(read, config={"PERF_COUNT": True})
+    compiled = compile_model(read, "CPU", config={"PERF_COUNT": True})
     request = compiled.create_infer_request()
     request.infer(feeds)
     executed = {
