@@ -104,7 +104,7 @@ def test_optional_modules_are_imported_on_first_use():
 
 
 def test_importing_opbridge_has_the_documented_effects_only():
-    """The three import-time effects that opbridge's docstring lists, and no
+    """The four import-time effects that opbridge's docstring lists, and no
     other finder, runtime package or torch.distributed.tensor (a fresh
     process: another test may have imported them already)."""
     code = (
@@ -123,6 +123,13 @@ def test_importing_opbridge_has_the_documented_effects_only():
         "assert DTENSOR_MODULE not in sys.modules\n"
         "for package in ('onnxruntime', 'openvino', 'executorch'):\n"
         "    assert package not in sys.modules, package\n"
+        "from torch.onnx._internal.torchscript_exporter import registration\n"
+        "for name in opbridge.specs():\n"
+        "    assert registration.registry.is_registered_op(f'opbridge::{name}', 18), name\n"
+        "from torch.onnx._internal.exporter._registration import ONNXRegistry\n"
+        "table = ONNXRegistry.from_torchlib()\n"
+        "for name in opbridge.specs():\n"
+        "    assert table.is_registered(getattr(torch.ops.opbridge, name).default), name\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
 

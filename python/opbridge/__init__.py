@@ -10,7 +10,7 @@ by ``./dev lint``): ``cli``; ``bench``; ``demo``; ``deploy`` and
 ``integrations``; ``autoroute`` and ``compiling``; ``verify`` and ``patching``; ``sdk``;
 ``export`` and ``runtimes``; ``nn``; ``ops``; the libraries (``_library``).
 
-Importing opbridge does three things beyond defining its modules, and
+Importing opbridge does four things beyond defining its modules, and
 nothing else (this list is the one place that says so; a test holds it):
 
 1. It loads opbridge's own operator library (``opbridge._C`` and its
@@ -25,6 +25,12 @@ nothing else (this list is the one place that says so; a test holds it):
    imported, else through one import finder that waits for that
    import and removes itself when it comes (opbridge does not import
    ``torch.distributed.tensor`` itself).
+4. It registers every loaded library's operators with PyTorch's own ONNX
+   exporters, and every library loaded later (:mod:`opbridge.export.doors`):
+   a symbolic per operator with ``torch.onnx.register_custom_op_symbolic``
+   for ``dynamo=False``, and a translation per operator in the dynamo
+   exporter's default table, so that a plain ``torch.onnx.export`` of a model
+   with these operators works.
 
 Runtime packages (ONNX Runtime, OpenVINO, ExecuTorch) and the SDK's test
 helpers are imported on first use.

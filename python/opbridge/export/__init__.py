@@ -48,12 +48,14 @@ from typing import Any
 import torch
 
 from opbridge._library import libraries
+from opbridge.export import doors
 from opbridge.export import routes as _routes
 from opbridge.export.decompositions import (
     _check_route,
     _decomposition,
     op_route,
 )
+from opbridge.export.doors import DEFAULT_ROUTE, route
 from opbridge.export.dynamic import _legacy_dynamic_axes, batch_dynamic_shapes, dynamic_spec
 from opbridge.export.errors import ExportError
 from opbridge.export.metadata import _set_library_domain_versions, stamp_metadata
@@ -72,13 +74,19 @@ from opbridge.export.opsets import (
     decomposition_opset,
 )
 from opbridge.export.options import DEFAULT_OPSET, ExportOptions
-from opbridge.export.translation import register_legacy_symbolics, translation_table
+from opbridge.export.translation import (
+    install_doors,
+    register_door,
+    register_legacy_symbolics,
+    translation_table,
+)
 from opbridge.ops.contrib import drop_unused_outputs
 
 # Names of this module that other modules and users import (the re-exported
 # node helpers among them).
 __all__ = [
     "DEFAULT_OPSET",
+    "DEFAULT_ROUTE",
     "ONNX_ATTRIBUTE_TYPES",
     "OPSET_RANGES",
     "ExportError",
@@ -93,6 +101,7 @@ __all__ = [
     "onnx_schema",
     "op_route",
     "register_legacy_symbolics",
+    "route",
     "routes",
     "set_route_resolver",
     "stamp_metadata",
@@ -212,7 +221,11 @@ def _run_exporter(model, args, route, opset: int, dynamic_shapes, kwargs, settin
     try:
         if settings.dynamo:
             return _export_dynamo(model, args, route, opset, dynamic_shapes, kwargs, settings.avoid)
-        register_legacy_symbolics(route, opset=opset, avoid=settings.avoid)
+        # The symbolics PyTorch's own door uses, following this export's
+        # plan; registered again at this opset, over any registered there
+        # by register_legacy_symbolics.
+        for library in libraries():
+            register_door(library, opset=opset)
         if dynamic_shapes is not None:
             kwargs = _legacy_dynamic_axes(args, dynamic_shapes, kwargs)
         buffer = io.BytesIO()
@@ -220,7 +233,8 @@ def _run_exporter(model, args, route, opset: int, dynamic_shapes, kwargs, settin
         # torch warns "Custom opset domain ... is not used in the model"
         # (for every model without library nodes); the library domains
         # the graph does use get their versions here instead.
-        torch.onnx.export(model, args, buffer, dynamo=False, opset_version=opset, **kwargs)
+        with doors.following(doors.Plan(route, settings.avoid)):
+            torch.onnx.export(model, args, buffer, dynamo=False, opset_version=opset, **kwargs)
         proto = onnx.load_from_string(buffer.getvalue())
         _set_library_domain_versions(proto)
         return proto, None
@@ -314,3 +328,7 @@ def _find_cause(error: BaseException, kind: type) -> BaseException | None:
         seen.add(id(error))
         error = error.__cause__ or error.__context__
     return None
+
+
+# PyTorch's own exporters learn every loaded library's operators (doors).
+install_doors()

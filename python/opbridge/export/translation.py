@@ -9,12 +9,14 @@ import torch
 
 from opbridge import _dtypes
 from opbridge._library import (
+    ON_LOAD,
     Library,
     libraries,
 )
-from opbridge.export import form_checks
+from opbridge.export import doors, form_checks
 from opbridge.export import routes as _routes
 from opbridge.export.decompositions import _check_route, _decomposition, _form, op_route
+from opbridge.export.metadata import METADATA_ROUTE_KEY
 from opbridge.export.nodes import (
     LEGACY_PARSE,
     LEGACY_SUFFIX,
@@ -52,31 +54,60 @@ def _build_form(library, spec, form, builder, inputs, attrs, seen, opset: int, a
 
 
 def _dynamo_translation(
-    library: Library, spec: dict, route: str, opset: int, avoid: frozenset[str] = frozenset()
+    library: Library,
+    spec: dict,
+    route: str | None,
+    opset: int,
+    avoid: frozenset[str] = frozenset(),
 ) -> Callable:
+    """The dynamo exporter's translation of one operator by ``route`` at
+    ``opset``; ``route=None``: by the active plan's route and forms to avoid
+    (:func:`opbridge.export.doors.active`), as PyTorch's own door exports."""
     import onnxscript
 
     domain = onnxscript.values.Opset(library.onnx_domain, library.domain_version)
     custom_op = onnxscript.values.Op(
         domain, spec["onnx_type"], op_schema=onnx_schema(spec, library)
     )
-    form = _form(library, spec, route)
-    checked = form is _decomposition(library, spec)
     build_opset = decomposition_opset(opset, dynamo=True)
 
     def translate(*args, **kwargs):
+        op_route_now, avoid_now = route, avoid
+        if op_route_now is None:
+            plan = doors.active()
+            op_route_now = op_route(plan.route, library, spec["name"])
+            avoid_now = plan.avoid
         inputs, attrs = bind(spec, args, kwargs)
-        if _routes.get(route).library_node:
+        if _routes.get(op_route_now).library_node:
             # Absent trailing optional inputs are left out of the node.
             while inputs and inputs[-1] is None:
                 inputs.pop()
-            return custom_op(*inputs, **attrs)
-        builder = DynamoBuilder(build_opset, avoid)
-        seen = form_checks.seen_dynamo if checked else None
-        return _build_form(library, spec, form, builder, inputs, attrs, seen, opset, avoid)
+            result = custom_op(*inputs, **attrs)
+        else:
+            form = _form(library, spec, op_route_now)
+            builder = DynamoBuilder(build_opset, avoid_now)
+            seen = form_checks.seen_dynamo if form is _decomposition(library, spec) else None
+            result = _build_form(
+                library, spec, form, builder, inputs, attrs, seen, opset, avoid_now
+            )
+        if route is None:
+            _mark_route(result, op_route_now)
+        return result
 
-    translate.__name__ = f"{library.torch_namespace}_{spec['name']}_{route}"
+    translate.__name__ = f"{library.torch_namespace}_{spec['name']}_{route or 'door'}"
     return translate
+
+
+def _mark_route(result, route: str) -> None:
+    """Writes the route into the metadata of the nodes that make the
+    operator's outputs, where PyTorch's own door exports it (``opbridge
+    verify`` of such a file reads it, the file having no model metadata of
+    opbridge's)."""
+    for value in result if isinstance(result, tuple | list) else (result,):
+        producer = getattr(value, "producer", None)
+        node = producer() if callable(producer) else None
+        if node is not None:
+            node.metadata_props[METADATA_ROUTE_KEY] = route
 
 
 def translation_table(
@@ -104,24 +135,39 @@ def translation_table(
 
 
 def _legacy_symbolic(
-    library: Library, spec: dict, route: str, opset: int, avoid: frozenset[str] = frozenset()
+    library: Library,
+    spec: dict,
+    route: str | None,
+    opset: int | None,
+    avoid: frozenset[str] = frozenset(),
 ) -> Callable:
+    """The TorchScript exporter's symbolic of one operator by ``route`` at
+    ``opset``; ``route=None``: by the active plan
+    (:func:`opbridge.export.doors.active`) at the export's opset, as
+    PyTorch's own door exports."""
     from torch.onnx import symbolic_helper
 
-    form = _form(library, spec, route)
-    checked = form is _decomposition(library, spec)
-
     def symbolic(g, *args):
+        op_route_now, opset_now, avoid_now = route, opset, avoid
+        if op_route_now is None:
+            plan = doors.active()
+            op_route_now = op_route(plan.route, library, spec["name"])
+            avoid_now = plan.avoid
+        if opset_now is None:
+            opset_now = symbolic_helper.GLOBALS.export_onnx_opset_version
         n_inputs = len(spec["inputs"])
         inputs = [None if symbolic_helper._is_none(v) else v for v in args[:n_inputs]]
         attrs = {}
         for attr, value in zip(spec["attrs"], args[n_inputs:], strict=True):
             raw = symbolic_helper._maybe_get_const(value, LEGACY_PARSE[attr["type"]])
             attrs[attr["name"]] = attr_value(attr, raw)
-        if not _routes.get(route).library_node:
-            builder = LegacyBuilder(g, opset, avoid)
-            seen = form_checks.seen_legacy if checked else None
-            return _build_form(library, spec, form, builder, inputs, attrs, seen, opset, avoid)
+        if not _routes.get(op_route_now).library_node:
+            form = _form(library, spec, op_route_now)
+            builder = LegacyBuilder(g, opset_now, avoid_now)
+            seen = form_checks.seen_legacy if form is _decomposition(library, spec) else None
+            return _build_form(
+                library, spec, form, builder, inputs, attrs, seen, opset_now, avoid_now
+            )
         # Absent trailing optional inputs are left out of the node.
         while inputs and inputs[-1] is None:
             inputs.pop()
@@ -192,3 +238,58 @@ def register_legacy_symbolics(
                 ),
                 opset,
             )
+
+
+# The oldest opset the TorchScript exporter asks a symbolic for: registered
+# there, a symbolic serves every opset above it.
+_LEGACY_FLOOR = 7
+
+
+def register_door(library: Library, *, opset: int = _LEGACY_FLOOR) -> None:
+    """Registers ``library``'s operators with PyTorch's own exporters, each
+    exported by the active plan when they run (:mod:`opbridge.export.doors`):
+    a symbolic per operator with the TorchScript exporter, from ``opset``
+    on, and a translation per operator in the dynamo exporter's default
+    table (registered once per operator)."""
+    for name, spec in library.specs().items():
+        torch.onnx.register_custom_op_symbolic(
+            f"{library.torch_namespace}::{name}", _legacy_symbolic(library, spec, None, None), opset
+        )
+    _add_to_dynamo_default_table(library)
+
+
+_IN_DEFAULT_TABLE: set[str] = set()
+
+
+def _add_to_dynamo_default_table(library: Library) -> None:
+    """Adds the library's operators to the table of ONNX functions the dynamo
+    exporter starts every export from (``ONNXRegistry.from_torchlib``), as
+    custom functions: a ``custom_translation_table`` given to an export is
+    put before them, and so wins."""
+    from torch.onnx._internal.exporter import _registration
+    from torch.onnx._internal.exporter._torchlib import _torchlib_registry
+
+    for name, spec in library.specs().items():
+        qualified = f"{library.torch_namespace}::{name}"
+        if qualified in _IN_DEFAULT_TABLE:
+            continue
+        target = library.op(name)
+        _torchlib_registry._registry.append(
+            _registration.OnnxDecompMeta(
+                onnx_function=_dynamo_translation(library, spec, None, DEFAULT_OPSET),
+                fx_target=target,
+                signature=None,
+                is_custom=True,
+            )
+        )
+        _IN_DEFAULT_TABLE.add(qualified)
+
+
+def install_doors() -> None:
+    """Registers every loaded library, and every library loaded later, with
+    PyTorch's exporters (:func:`register_door`; done once, when
+    :mod:`opbridge.export` is imported)."""
+    for library in libraries():
+        register_door(library)
+    if register_door not in ON_LOAD:
+        ON_LOAD.append(register_door)

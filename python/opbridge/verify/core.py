@@ -826,17 +826,32 @@ def _load_model(onnx_model: Any):
     return proto, str(path)
 
 
+def _door_route(proto) -> str | None:
+    """The route of a model PyTorch's own dynamo exporter made (no model
+    metadata of opbridge's): the one route its operators' nodes record in
+    their metadata; None where they record none (the TorchScript exporter
+    keeps no node metadata) or several."""
+    recorded = {
+        prop.value
+        for node in proto.graph.node
+        for prop in node.metadata_props
+        if prop.key == METADATA_ROUTE_KEY
+    }
+    return recorded.pop() if len(recorded) == 1 else None
+
+
 def _model_route(proto, route: str | None) -> str:
     """The route a given model was exported by: its ``opbridge.route``
     metadata, which ``route`` (when given) must match; ``route`` for a model
     without that metadata, where it is then required."""
     metadata = {p.key: p.value for p in proto.metadata_props}
-    recorded = metadata.get(METADATA_ROUTE_KEY)
+    recorded = metadata.get(METADATA_ROUTE_KEY) or _door_route(proto)
     if recorded is None:
         if route is None:
             raise ValueError(
                 f"opbridge.verify: the ONNX model has no {METADATA_ROUTE_KEY} metadata (it was "
-                "not exported by opbridge.export.export); pass route= one of "
+                "not exported by opbridge.export.export, and its nodes do not say which route "
+                "PyTorch's exporter took); pass route= one of "
                 f"{routes.choices()} to say which route's rules it follows"
             )
         return route
