@@ -75,6 +75,7 @@ from opbridge.export.opsets import (
 )
 from opbridge.export.options import DEFAULT_OPSET, ExportOptions
 from opbridge.export.translation import (
+    exportable,
     install_doors,
     register_door,
     register_legacy_symbolics,
@@ -224,7 +225,7 @@ def _run_exporter(model, args, route, opset: int, dynamic_shapes, kwargs, settin
         # The symbolics PyTorch's own door uses, following this export's
         # plan; registered again at this opset, over any registered there
         # by register_legacy_symbolics.
-        for library in libraries():
+        for library in exportable():
             register_door(library, opset=opset)
         if dynamic_shapes is not None:
             kwargs = _legacy_dynamic_axes(args, dynamic_shapes, kwargs)

@@ -12,10 +12,12 @@ from opbridge._library import (
     ON_LOAD,
     Library,
     libraries,
+    library_for_namespace,
 )
 from opbridge.export import doors, form_checks
 from opbridge.export import routes as _routes
 from opbridge.export.decompositions import _check_route, _decomposition, _form, op_route
+from opbridge.export.errors import ExportError
 from opbridge.export.metadata import METADATA_ROUTE_KEY
 from opbridge.export.nodes import (
     LEGACY_PARSE,
@@ -26,6 +28,8 @@ from opbridge.export.nodes import (
 )
 from opbridge.export.opsets import _refused, check_opset, decomposition_opset
 from opbridge.export.options import DEFAULT_OPSET
+from opbridge.ops._card import AFTER_REGISTER
+from opbridge.ops.adopted import AdoptedOps, adopted, is_adopted
 from opbridge.ops.builder import DynamoBuilder, LegacyBuilder
 
 
@@ -79,6 +83,7 @@ def _dynamo_translation(
             avoid_now = plan.avoid
         inputs, attrs = bind(spec, args, kwargs)
         if _routes.get(op_route_now).library_node:
+            _check_has_runtime_library(library, spec, op_route_now)
             # Absent trailing optional inputs are left out of the node.
             while inputs and inputs[-1] is None:
                 inputs.pop()
@@ -86,7 +91,7 @@ def _dynamo_translation(
         else:
             form = _form(library, spec, op_route_now)
             builder = DynamoBuilder(build_opset, avoid_now)
-            seen = form_checks.seen_dynamo if form is _decomposition(library, spec) else None
+            seen = form_checks.seen_dynamo if _checked(library, spec, form) else None
             result = _build_form(
                 library, spec, form, builder, inputs, attrs, seen, opset, avoid_now
             )
@@ -96,6 +101,26 @@ def _dynamo_translation(
 
     translate.__name__ = f"{library.torch_namespace}_{spec['name']}_{route or 'door'}"
     return translate
+
+
+def _checked(library, spec: dict, form: Callable) -> bool:
+    """Whether a form's outputs are checked against the op's spec: the
+    standard form of an op with a shape rule (an adopted op has none)."""
+    return not is_adopted(library) and form is _decomposition(library, spec)
+
+
+def _check_has_runtime_library(library, spec: dict, route: str) -> None:
+    """An adopted operator (no runtime library of its own) has no node of
+    its own to export: an ExportError that names it and the routes it takes."""
+    if is_adopted(library):
+        raise ExportError(
+            f"{library.torch_namespace}::{spec['name']}: the {route} route writes the operator "
+            "as a node of its own, which needs an operator library in the runtime, and this "
+            "operator has none (opbridge did not build it): export it by the standard route "
+            f"(route='standard', or with opbridge.export.route({{'{library.torch_namespace}::"
+            f"{spec['name']}': 'standard'}}) around torch.onnx.export), or build it with the "
+            "SDK for the custom route"
+        )
 
 
 def _mark_route(result, route: str) -> None:
@@ -129,7 +154,7 @@ def translation_table(
         library.op(name): _dynamo_translation(
             library, spec, op_route(route, library, name), opset, frozenset(avoid)
         )
-        for library in libraries()
+        for library in exportable()
         for name, spec in library.specs().items()
     }
 
@@ -164,10 +189,11 @@ def _legacy_symbolic(
         if not _routes.get(op_route_now).library_node:
             form = _form(library, spec, op_route_now)
             builder = LegacyBuilder(g, opset_now, avoid_now)
-            seen = form_checks.seen_legacy if form is _decomposition(library, spec) else None
+            seen = form_checks.seen_legacy if _checked(library, spec, form) else None
             return _build_form(
                 library, spec, form, builder, inputs, attrs, seen, opset_now, avoid_now
             )
+        _check_has_runtime_library(library, spec, op_route_now)
         # Absent trailing optional inputs are left out of the node.
         while inputs and inputs[-1] is None:
             inputs.pop()
@@ -229,7 +255,7 @@ def register_legacy_symbolics(
     """
     _check_route(route, _routes.names())
     opset = check_opset(DEFAULT_OPSET if opset is None else opset, dynamo=False)
-    for library in libraries():
+    for library in exportable():
         for name, spec in library.specs().items():
             torch.onnx.register_custom_op_symbolic(
                 f"{library.torch_namespace}::{name}",
@@ -285,11 +311,24 @@ def _add_to_dynamo_default_table(library: Library) -> None:
         _IN_DEFAULT_TABLE.add(qualified)
 
 
+def exportable() -> list:
+    """Every loaded library, then the adopted operators of each namespace
+    (:func:`opbridge.ops.adopted.adopted`)."""
+    return [*libraries(), *adopted()]
+
+
+def _register_adopted(card) -> None:
+    if library_for_namespace(card.namespace) is None:
+        register_door(AdoptedOps(card.namespace))
+
+
 def install_doors() -> None:
-    """Registers every loaded library, and every library loaded later, with
-    PyTorch's exporters (:func:`register_door`; done once, when
-    :mod:`opbridge.export` is imported)."""
-    for library in libraries():
+    """Registers every loaded library and adopted operator, and every one
+    loaded or adopted later, with PyTorch's exporters (:func:`register_door`;
+    done once, when :mod:`opbridge.export` is imported)."""
+    for library in exportable():
         register_door(library)
     if register_door not in ON_LOAD:
         ON_LOAD.append(register_door)
+    if _register_adopted not in AFTER_REGISTER:
+        AFTER_REGISTER.append(_register_adopted)

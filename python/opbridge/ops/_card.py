@@ -93,6 +93,10 @@ class Card:
       arguments for the benchmark's size ``shape`` = ``[rows, cols]`` (the
       op's main input holds about rows x cols elements), the same on every
       call; floating tensors require grad when asked.
+      ``samples`` and ``bench_inputs`` may be left out of the card of an
+      operator opbridge did not build (:mod:`opbridge.ops.adopted`): it then
+      exports, verifies and patches, and :func:`check_card` names them as
+      what the op's generated tests and the benchmark still need.
     - ``composite`` / ``builtin``: what a user would write instead (the
       formula in small PyTorch ops; PyTorch's own operator), with the call's
       signature; the benchmark's ``torch_composite`` / ``torch_builtin``, and
@@ -116,8 +120,8 @@ class Card:
     call: Callable
     standard: Callable | None
     reference: Callable
-    samples: Callable[..., Iterator[Sample]]
-    bench_inputs: Callable
+    samples: Callable[..., Iterator[Sample]] | None = None
+    bench_inputs: Callable | None = None
     composite: Callable | None = None
     builtin: Callable | None = None
     namespace: str = BUILTIN_NAMESPACE
@@ -179,6 +183,9 @@ class UnknownOperatorError(KeyError):
 _REGISTERED: dict[str, Card] = {}
 # Called with every card register_card takes (opbridge.ops.sharding's).
 _ON_REGISTER: list[Callable[[Card], None]] = []
+# Called with every card once register_card has registered it (export's:
+# PyTorch's exporters learn an adopted operator).
+AFTER_REGISTER: list[Callable[[Card], None]] = []
 
 
 def _module_file(module_name: str) -> str:
@@ -247,6 +254,8 @@ def register_card(card: Card) -> Card:
     for hook in _ON_REGISTER:  # may refuse the card (a layout that does not fit its op)
         hook(card)
     _REGISTERED[card.qualified_name] = card
+    for hook in AFTER_REGISTER:
+        hook(card)
     return card
 
 

@@ -1,0 +1,112 @@
+"""An operator opbridge did not build (a torch.library.custom_op), adopted by
+registering its card: it exports by the standard route through PyTorch's own
+exporters (both) and opbridge.export.export, runs in a stock ONNX Runtime,
+verifies, and is refused by the custom route with an error that names it.
+In a process of its own: the card and the operator stay registered."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+SCRIPT = r"""
+import io, json
+import numpy as np, onnx, onnxruntime, torch
+import opbridge
+from opbridge.ops.adopted import UnsupportedSchemaError, schema_spec
+
+
+@torch.library.custom_op("mylib::softclip", mutates_args=())
+def softclip(x: torch.Tensor, limit: float = 3.0) -> torch.Tensor:
+    return limit * torch.tanh(x / limit)
+
+
+@softclip.register_fake
+def _(x, limit=3.0):
+    return torch.empty_like(x)
+
+
+def standard(b, x, limit=3.0):
+    c = b.constant(limit, like=x)
+    return b.op("Mul", b.op("Tanh", b.op("Div", x, c)), c)
+
+
+# Only what the op needs to export and verify: no samples, no bench inputs.
+opbridge.ops.register_card(
+    opbridge.ops.Card(
+        name="softclip",
+        namespace="mylib",
+        call=torch.ops.mylib.softclip,
+        standard=standard,
+        reference=lambda x, limit=3.0: limit * torch.tanh(x / limit),
+    )
+)
+
+
+class Model(torch.nn.Module):
+    def forward(self, x):
+        return torch.ops.mylib.softclip(x * 2.0, 2.5)
+
+
+model, x = Model().eval(), torch.randn(3, 5)
+want = model(x).numpy()
+found = {"spec": schema_spec("mylib", "softclip")}
+for dynamo in (True, False):
+    with opbridge.export.route("standard"):
+        buffer = io.BytesIO()
+        torch.onnx.export(model, (x,), buffer, dynamo=dynamo, input_names=["x"])
+    proto = onnx.load_from_string(buffer.getvalue())
+    (got,) = onnxruntime.InferenceSession(buffer.getvalue()).run(None, {"x": x.numpy()})
+    try:
+        torch.onnx.export(model, (x,), io.BytesIO(), dynamo=dynamo)
+        refusal = None
+    except Exception as error:
+        cause = error
+        while cause is not None and type(cause).__name__ != "ExportError":
+            cause = cause.__cause__ or cause.__context__
+        refusal = str(cause) if cause is not None else repr(error)
+    found[str(dynamo)] = {
+        "domains": sorted({n.domain for n in proto.graph.node}),
+        "types": sorted({n.op_type for n in proto.graph.node} - {"Constant"}),
+        "error": float(np.abs(got - want).max()),
+        "refusal": refusal,
+    }
+proto = opbridge.export.export(model, (x,), route="standard")
+found["export"] = sorted({n.op_type for n in proto.graph.node} - {"Constant"})
+found["verify"] = opbridge.verify(model, (x,), route="standard", layers=False).passed
+
+
+@torch.library.custom_op("mylib::pair", mutates_args=())
+def pair(x: torch.Tensor, sizes: list[int]) -> torch.Tensor:
+    return x.clone()
+
+
+try:
+    schema_spec("mylib", "pair")
+    found["unsupported"] = None
+except UnsupportedSchemaError as error:
+    found["unsupported"] = str(error)
+print(json.dumps(found))
+"""
+
+
+def test_a_custom_op_with_a_card_exports_verifies_and_names_what_it_cannot_do():
+    result = subprocess.run(
+        [sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=600
+    )
+    assert result.returncode == 0, result.stderr[-4000:]
+    found = json.loads(result.stdout.strip().splitlines()[-1])
+    assert found["spec"]["inputs"] == [{"name": "x", "optional": False}]
+    assert found["spec"]["attrs"] == [{"name": "limit", "type": "float", "default": 3.0}]
+    assert found["spec"]["onnx_type"] == "Softclip"
+    for dynamo in ("True", "False"):
+        exported = found[dynamo]
+        assert exported["domains"] == [""], exported
+        assert exported["types"] == ["Div", "Mul", "Tanh"], exported
+        assert exported["error"] <= 1e-6, exported
+        assert exported["refusal"].startswith("mylib::softclip: the custom route writes"), exported
+        assert "route='standard'" in exported["refusal"], exported
+    assert found["export"] == ["Div", "Mul", "Tanh"]
+    assert found["verify"] is True
+    assert "mylib::pair: argument 'sizes' is a List[int]" in found["unsupported"]
