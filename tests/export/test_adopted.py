@@ -77,6 +77,56 @@ found["export"] = sorted({n.op_type for n in proto.graph.node} - {"Constant"})
 found["verify"] = opbridge.verify(model, (x,), route="standard", layers=False).passed
 
 
+# An operator defined the way TORCH_LIBRARY defines one in C++ (a schema
+# string, then a kernel), with an optional tensor input.
+library = torch.library.Library("mylib", "FRAGMENT")
+library.define("scale_shift(Tensor x, Tensor? w=None, float shift=0.0) -> Tensor")
+library.impl(
+    "scale_shift",
+    lambda x, w=None, shift=0.0: (x if w is None else x * w) + shift,
+    "CompositeExplicitAutograd",
+)
+torch.library.register_fake("mylib::scale_shift")(lambda x, w=None, shift=0.0: torch.empty_like(x))
+
+
+def scale_shift_standard(b, x, w=None, shift=0.0):
+    scaled = x if w is None else b.op("Mul", x, w)
+    return b.op("Add", scaled, b.constant(shift, like=x))
+
+
+opbridge.ops.register_card(
+    opbridge.ops.Card(
+        name="scale_shift",
+        namespace="mylib",
+        call=torch.ops.mylib.scale_shift,
+        standard=scale_shift_standard,
+        reference=lambda x, w=None, shift=0.0: (x if w is None else x * w) + shift,
+    )
+)
+
+
+class Shifted(torch.nn.Module):
+    def forward(self, x, w):
+        return torch.ops.mylib.scale_shift(x, w, 0.5) + torch.ops.mylib.scale_shift(x, None, 1.0)
+
+
+w = torch.randn(5)
+shifted = {}
+for dynamo in (True, False):
+    with opbridge.export.route("standard"):
+        buffer = io.BytesIO()
+        torch.onnx.export(Shifted(), (x, w), buffer, dynamo=dynamo, input_names=["x", "w"])
+    (got,) = onnxruntime.InferenceSession(buffer.getvalue()).run(
+        None, {"x": x.numpy(), "w": w.numpy()}
+    )
+    shifted[str(dynamo)] = float(np.abs(got - Shifted()(x, w).numpy()).max())
+found["library_op"] = {
+    "spec": schema_spec("mylib", "scale_shift"),
+    "errors": shifted,
+    "verify": opbridge.verify(Shifted(), (x, w), route="standard", layers=False).passed,
+}
+
+
 @torch.library.custom_op("mylib::pair", mutates_args=())
 def pair(x: torch.Tensor, sizes: list[int]) -> torch.Tensor:
     return x.clone()
@@ -110,3 +160,12 @@ def test_a_custom_op_with_a_card_exports_verifies_and_names_what_it_cannot_do():
     assert found["export"] == ["Div", "Mul", "Tanh"]
     assert found["verify"] is True
     assert "mylib::pair: argument 'sizes' is a List[int]" in found["unsupported"]
+    # A schema defined as TORCH_LIBRARY defines one, with an optional input.
+    library_op = found["library_op"]
+    assert library_op["spec"]["inputs"] == [
+        {"name": "x", "optional": False},
+        {"name": "w", "optional": True},
+    ]
+    assert library_op["spec"]["attrs"] == [{"name": "shift", "type": "float", "default": 0.0}]
+    assert all(error <= 1e-6 for error in library_op["errors"].values()), library_op
+    assert library_op["verify"] is True

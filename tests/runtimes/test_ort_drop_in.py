@@ -150,6 +150,20 @@ def test_level_and_threads_leave_the_callers_options_as_given():
     assert applied.graph_optimization_level == onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL
     assert _options_state(options) == before
     assert Wrapper(OURS, options).get_session_options().intra_op_num_threads == 5
+    # Threads sharing the options, each with settings of its own.
+    applied = []
+
+    def work(threads):
+        session = Wrapper(OURS, options, threads=threads)
+        applied.append((threads, session.get_session_options().intra_op_num_threads))
+
+    workers = [threading.Thread(target=work, args=(1 + k % 3,)) for k in range(8)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert sorted(applied) == sorted((k, k) for k, _ in applied) and len(applied) == 8
+    assert _options_state(options) == before
 
 
 @pytest.mark.parametrize(

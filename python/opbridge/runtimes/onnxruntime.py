@@ -136,7 +136,7 @@ _LEVEL_AND_THREADS = (
 
 
 @contextlib.contextmanager
-def _settings_on(options: Any, level: Any, threads: int | None) -> Iterator[None]:
+def _settings_on(options: Any, level: Any, threads: int | None, *, shared: bool) -> Iterator[None]:
     """``options`` with the level and threads asked for while a session is
     made from them (ONNX Runtime copies the options into the session), and
     as they were afterwards: the caller's object is left as given."""
@@ -145,18 +145,24 @@ def _settings_on(options: Any, level: Any, threads: int | None) -> Iterator[None
     if level is None and threads is None:
         yield
         return
-    saved = {name: getattr(options, name) for name in _LEVEL_AND_THREADS}
-    try:
-        if level is not None:
-            options.graph_optimization_level = level
-        if threads is not None:
-            options.intra_op_num_threads = threads
-            options.inter_op_num_threads = 1
-            options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
-        yield
-    finally:
-        for name, value in saved.items():
-            setattr(options, name, value)
+    # One session at a time sets and restores the caller's options (``shared``):
+    # two threads sharing them must not restore each other's settings.
+    with _SETTING if shared else contextlib.nullcontext():
+        saved = {name: getattr(options, name) for name in _LEVEL_AND_THREADS}
+        try:
+            if level is not None:
+                options.graph_optimization_level = level
+            if threads is not None:
+                options.intra_op_num_threads = threads
+                options.inter_op_num_threads = 1
+                options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+            yield
+        finally:
+            for name, value in saved.items():
+                setattr(options, name, value)
+
+
+_SETTING = threading.Lock()
 
 
 def _check_threads(threads: Any) -> None:
@@ -289,7 +295,7 @@ def _session_class():
             options = sess_options if sess_options is not None else onnxruntime.SessionOptions()
             session_options(options, facts.libraries)
             try:
-                with _settings_on(options, level, threads):
+                with _settings_on(options, level, threads, shared=sess_options is not None):
                     super().__init__(path_or_bytes, options, providers, provider_options, **kwargs)
             except Exception as error:
                 explained = _explain(error, facts)
