@@ -33,8 +33,11 @@ its routes' forms), :mod:`~opbridge.export.translation` (both exporters'
 hooks), :mod:`~opbridge.export.opsets`, :mod:`~opbridge.export.dynamic`
 (dynamic dimensions), :mod:`~opbridge.export.metadata`,
 :mod:`~opbridge.export.form_checks` (the standard forms against the specs),
-:mod:`~opbridge.export.functions` (the function route's bodies) and
-:mod:`~opbridge.export.simplify`.
+:mod:`~opbridge.export.functions` (the function route's bodies),
+:mod:`~opbridge.export.simplify` and :mod:`~opbridge.export.doors` (the route
+PyTorch's own exporters take: a plain ``torch.onnx.export`` of a model with
+these operators works, by :data:`DEFAULT_ROUTE` or the route set with
+:func:`route` for a block of code).
 """
 
 from __future__ import annotations
