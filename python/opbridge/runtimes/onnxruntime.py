@@ -21,7 +21,7 @@ from opbridge.runtimes.base import (
     load_model,
     smoke_check,
 )
-from opbridge.runtimes.model import ModelFacts, library_nodes
+from opbridge.runtimes.model import ModelFacts, check_domain_version, library_nodes
 
 # IO binding (run repeatedly without copies), re-exported: opbridge.runtimes.onnxruntime.bind.
 from opbridge.runtimes.ort_binding import BoundSession as BoundSession
@@ -74,7 +74,7 @@ def session_options(options: Any = None, libraries: list[Library] | None = None)
     options = options if options is not None else onnxruntime.SessionOptions()
     with _REGISTERING:
         for library in libraries if libraries is not None else [BUILTIN]:
-            path = _path_of(library)
+            path = get_library_path() if library is BUILTIN else _path_of(library)
             try:
                 options.register_custom_ops_library(path)
             except Exception as error:
@@ -218,6 +218,20 @@ def _explain(error: Exception, facts: ModelFacts) -> Exception | None:
     return _explained_class(type(error), type(why))(str(why))
 
 
+def _check_domain_versions(proto: Any) -> None:
+    """Refuses a model that needs a newer version of a loaded library's domain
+    than the library has: ONNX Runtime would run each node by the older
+    version's kernel (it resolves a custom op from version 1 whatever the
+    model imports), a silent change of the numbers. The error is ONNX
+    Runtime's ``Fail`` (and a ``RuntimeError``)."""
+    from onnxruntime.capi.onnxruntime_pybind11_state import Fail
+
+    try:
+        check_domain_version(proto)
+    except RuntimeError as error:
+        raise _explained_class(Fail, RuntimeError)(str(error)) from None
+
+
 def _session_class():
     """The class :data:`InferenceSession` names, made on first use
     (onnxruntime is imported then, not with opbridge)."""
@@ -291,6 +305,7 @@ def _session_class():
                 path_or_bytes = path_or_bytes.SerializeToString()
             facts = ModelFacts.of(path_or_bytes)
             if facts.proto is not None:
+                _check_domain_versions(facts.proto)
                 RUNTIME.check_wrong_forms(facts.proto, allow_wrong_forms=allow_wrong_forms)
             options = sess_options if sess_options is not None else onnxruntime.SessionOptions()
             session_options(options, facts.libraries)
