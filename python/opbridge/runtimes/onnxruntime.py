@@ -1,4 +1,12 @@
-"""ONNX Runtime with opbridge's custom-op libraries registered."""
+"""ONNX Runtime with opbridge's custom-op libraries registered.
+
+``InferenceSession`` is a subclass of ``onnxruntime.InferenceSession``, made
+when first used (opbridge does not import onnxruntime when it is imported):
+ONNX Runtime's arguments and exceptions, the libraries a model needs
+registered into the caller's ``SessionOptions`` once, and opbridge's
+``optimization_level=``, ``threads=`` and ``allow_wrong_forms=`` for one
+session. Its own docstring, and the guide "Your own tools", say the rest.
+"""
 
 from __future__ import annotations
 
