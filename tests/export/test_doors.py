@@ -257,3 +257,15 @@ def test_a_user_librarys_operator_exports_through_the_plain_door():
         assert found["custom"] == [["com.example.faulty", "ShortGradient"]], found
         assert found["stock"] == found["ours"] == found["plain"] == 0.0, found
         assert found["standard"] == [], found
+
+
+def test_a_torch_without_the_dynamo_table_is_named_not_fatal(monkeypatch):
+    # The dynamo exporter's default table is PyTorch's internal: a torch that
+    # moved it gets a warning saying what still works, and opbridge imports.
+    from torch.onnx._internal.exporter._torchlib import _torchlib_registry
+
+    from opbridge.export import translation
+
+    monkeypatch.delattr(_torchlib_registry, "_registry")
+    with pytest.warns(UserWarning, match=r"has no default table .* opbridge.export.export"):
+        translation._add_to_dynamo_default_table(opbridge.libraries()[0])

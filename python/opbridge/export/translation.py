@@ -3,6 +3,7 @@ exporter's translation table and the legacy exporter's symbolics."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -292,16 +293,29 @@ def _add_to_dynamo_default_table(library: Library) -> None:
     exporter starts every export from (``ONNXRegistry.from_torchlib``), as
     custom functions: a ``custom_translation_table`` given to an export is
     put before them, and so wins."""
-    from torch.onnx._internal.exporter import _registration
-    from torch.onnx._internal.exporter._torchlib import _torchlib_registry
+    try:  # PyTorch's exporter has no public way to add to this table.
+        from torch.onnx._internal.exporter import _registration
+        from torch.onnx._internal.exporter._torchlib import _torchlib_registry
 
+        table = _torchlib_registry._registry
+        meta = _registration.OnnxDecompMeta
+    except (ImportError, AttributeError) as error:
+        warnings.warn(
+            f"opbridge: torch {torch.__version__}'s dynamo ONNX exporter has no default table "
+            f"opbridge can add {library.name}'s operators to ({error}): a plain "
+            "torch.onnx.export(..., dynamo=True) will not know them; export with "
+            "opbridge.export.export, or pass custom_translation_table="
+            "opbridge.export.translation_table(route)",
+            stacklevel=2,
+        )
+        return
     for name, spec in library.specs().items():
         qualified = f"{library.torch_namespace}::{name}"
         if qualified in _IN_DEFAULT_TABLE:
             continue
         target = library.op(name)
-        _torchlib_registry._registry.append(
-            _registration.OnnxDecompMeta(
+        table.append(
+            meta(
                 onnx_function=_dynamo_translation(library, spec, None, DEFAULT_OPSET),
                 fx_target=target,
                 signature=None,
