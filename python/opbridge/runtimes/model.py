@@ -289,17 +289,18 @@ class ModelFacts:
     ) -> Exception | None:
         """Why a runtime that failed on this model failed, where opbridge can
         say it better: the error of the first of the checks above that
-        fails (the model unreadable, a domain version, an unknown domain,
-        an op type), None when they all pass. ``unknown_domains=False``
-        leaves out the unknown-domain check, for a failure that is not about
-        an unregistered node (the caller may have registered the domain's
+        fails (the model unreadable, an unknown domain, an op type), None
+        when they all pass. Domain versions are not among them: a session
+        refuses a model that needs a newer one before the runtime sees it
+        (:func:`check_domain_version`). ``unknown_domains=False`` leaves out
+        the unknown-domain check, for a failure that is not about an
+        unregistered node (the caller may have registered the domain's
         library with the runtime itself)."""
         if self.proto is None:
             if isinstance(self.unreadable, ValueError):
                 return self.unreadable
             return None
         try:
-            check_domain_version(self.proto, library_file)
             refusal = unknown_domain_error(self.proto, library_file) if unknown_domains else None
             if refusal is not None:
                 return RuntimeError(refusal)

@@ -271,8 +271,8 @@ def _session_class():
         - A model ONNX Runtime cannot load gets ONNX Runtime's exception,
           of ONNX Runtime's class, with a message that says what to change
           where opbridge can say it (an IR version newer than the
-          runtime's, a library domain version or op type the loaded library
-          lacks, a domain no loaded library provides, a truncated file):
+          runtime's, an op type the loaded library lacks, a domain no
+          loaded library provides, a truncated file):
           the class is a subclass of ONNX Runtime's and of the error
           opbridge would raise (``RuntimeError``, ``ValueError``), and
           ONNX Runtime's own error is its ``__cause__``.
@@ -286,6 +286,10 @@ def _session_class():
           ``threads`` workers). Either one left at None keeps the options'
           setting. They apply to this session only: the caller's
           ``sess_options`` are as given afterwards.
+        - A model that needs a newer version of a loaded library's domain
+          than the library has is refused before ONNX Runtime would run it
+          by the older kernel (ONNX Runtime's ``Fail``, and a
+          ``RuntimeError``).
         - A model with a form ONNX Runtime is listed as computing wrong
           (``RUNTIME.wrong_forms``, none today) is warned of
           (:class:`~opbridge.runtimes.WrongFormWarning`), or refused where
