@@ -80,7 +80,7 @@ from opbridge.export.options import DEFAULT_OPSET, ExportOptions
 from opbridge.export.translation import (
     exportable,
     install_doors,
-    register_door,
+    register_door_symbolics,
     register_legacy_symbolics,
     translation_table,
 )
@@ -229,7 +229,7 @@ def _run_exporter(model, args, route, opset: int, dynamic_shapes, kwargs, settin
         # plan; registered again at this opset, over any registered there
         # by register_legacy_symbolics.
         for library in exportable():
-            register_door(library, opset=opset)
+            register_door_symbolics(library, opset=opset)
         if dynamic_shapes is not None:
             kwargs = _legacy_dynamic_axes(args, dynamic_shapes, kwargs)
         buffer = io.BytesIO()

@@ -77,11 +77,7 @@ def _dynamo_translation(
     build_opset = decomposition_opset(opset, dynamo=True)
 
     def translate(*args, **kwargs):
-        op_route_now, avoid_now = route, avoid
-        if op_route_now is None:
-            plan = doors.active()
-            op_route_now = op_route(plan.route, library, spec["name"])
-            avoid_now = plan.avoid
+        op_route_now, avoid_now = _route_of(library, spec, route, avoid)
         inputs, attrs = bind(spec, args, kwargs)
         if _routes.get(op_route_now).library_node:
             _check_has_runtime_library(library, spec, op_route_now)
@@ -102,6 +98,18 @@ def _dynamo_translation(
 
     translate.__name__ = f"{library.torch_namespace}_{spec['name']}_{route or 'door'}"
     return translate
+
+
+def _route_of(
+    library, spec: dict, route: str | None, avoid: frozenset[str]
+) -> tuple[str, frozenset[str]]:
+    """The route and forms to avoid of one operator as an export takes it:
+    those given, or (``route`` None: PyTorch's own door) the active plan's
+    (:func:`opbridge.export.doors.active`)."""
+    if route is not None:
+        return route, avoid
+    plan = doors.active()
+    return op_route(plan.route, library, spec["name"]), plan.avoid
 
 
 def _checked(library, spec: dict, form: Callable) -> bool:
@@ -174,13 +182,8 @@ def _legacy_symbolic(
     from torch.onnx import symbolic_helper
 
     def symbolic(g, *args):
-        op_route_now, opset_now, avoid_now = route, opset, avoid
-        if op_route_now is None:
-            plan = doors.active()
-            op_route_now = op_route(plan.route, library, spec["name"])
-            avoid_now = plan.avoid
-        if opset_now is None:
-            opset_now = symbolic_helper.GLOBALS.export_onnx_opset_version
+        op_route_now, avoid_now = _route_of(library, spec, route, avoid)
+        opset_now = symbolic_helper.GLOBALS.export_onnx_opset_version if opset is None else opset
         n_inputs = len(spec["inputs"])
         inputs = [None if symbolic_helper._is_none(v) else v for v in args[:n_inputs]]
         attrs = {}
@@ -272,17 +275,24 @@ def register_legacy_symbolics(
 _LEGACY_FLOOR = 7
 
 
-def register_door(library: Library, *, opset: int = _LEGACY_FLOOR) -> None:
+def register_door(library: Library) -> None:
     """Registers ``library``'s operators with PyTorch's own exporters, each
     exported by the active plan when they run (:mod:`opbridge.export.doors`):
-    a symbolic per operator with the TorchScript exporter, from ``opset``
-    on, and a translation per operator in the dynamo exporter's default
-    table (registered once per operator)."""
+    a symbolic per operator with the TorchScript exporter
+    (:func:`register_door_symbolics`), and a translation per operator in the
+    dynamo exporter's default table (registered once per operator)."""
+    register_door_symbolics(library)
+    _add_to_dynamo_default_table(library)
+
+
+def register_door_symbolics(library: Library, *, opset: int = _LEGACY_FLOOR) -> None:
+    """The TorchScript exporter's symbolic of each of ``library``'s operators,
+    following the active plan, from ``opset`` on (registered again at an
+    export's opset, it wins over one register_legacy_symbolics left there)."""
     for name, spec in library.specs().items():
         torch.onnx.register_custom_op_symbolic(
             f"{library.torch_namespace}::{name}", _legacy_symbolic(library, spec, None, None), opset
         )
-    _add_to_dynamo_default_table(library)
 
 
 _IN_DEFAULT_TABLE: set[str] = set()
