@@ -35,6 +35,7 @@ from typing import Any
 import torch
 
 from opbridge import runtimes
+from opbridge._library import library_for_namespace
 from opbridge.export import ExportOptions, export, routes, set_route_resolver
 from opbridge.ops.call import OpCall
 from opbridge.ops.calls import Call, record_calls
@@ -119,10 +120,12 @@ def _candidate_routes(op: str, requires_library: bool) -> tuple[list[str], dict[
         found = card(op)
     except UnknownOperatorError:
         found = None
+    # An operator opbridge did not build has no runtime library to need.
+    adopted = found is not None and library_for_namespace(found.namespace) is None
     usable = {
         name: route
         for name, route in routes.routes().items()
-        if requires_library or not route.needs_library
+        if (requires_library and not adopted) or not route.needs_library
     }
     measured = [name for name, route in usable.items() if route.own_form(found)]
     known = list(cards().values())
@@ -133,6 +136,14 @@ def _candidate_routes(op: str, requires_library: bool) -> tuple[list[str], dict[
         for name, route in usable.items()
         if name not in measured and any(route.own_form(c) for c in known)
     }
+    if adopted and requires_library:
+        skipped.update(
+            {
+                name: "no runtime library (opbridge did not build the operator)"
+                for name, route in routes.routes().items()
+                if route.needs_library
+            }
+        )
     return measured, skipped
 
 

@@ -27,7 +27,8 @@ def fused_cell(entry: dict | None) -> str:
 def markdown_table(report: dict) -> str:
     """The operators' table (one row per case; torch columns: the
     alternative's median time over opbridge_torch's, above 1 means opbridge
-    is faster; ORT columns: over ort_custom's; "% copy" is the share of the
+    is faster; ORT columns: over ort_custom's (ort_standard's, marked
+    "standard:", for an operator without a custom route); "% copy" is the share of the
     copy bandwidth reached; the last two columns: ONNX Runtime's own
     operators in ort_contrib's and ort_fused's models; OpenVINO columns: over
     ov_custom's, and ort_custom's time over ov_custom's), then the end-to-end
@@ -60,19 +61,30 @@ def markdown_table(report: dict) -> str:
             return "-"
         return f"{entry['median_us'] / base['median_us']:.2f}x"
 
+    def standard_base(custom, standard):
+        """An operator without a custom route (one opbridge did not build):
+        its standard route is the runtime's base, marked so in its cell."""
+        if custom is not None or standard is None:
+            return custom, None
+        return standard, "standard: "
+
     for key, impls in cases.items():
         op, shape, dtype, threads, pass_ = key
-        ob, oc, ov = impls.get("opbridge_torch"), impls.get("ort_custom"), impls.get("ov_custom")
+        ob = impls.get("opbridge_torch")
+        oc, oc_mark = standard_base(impls.get("ort_custom"), impls.get("ort_standard"))
+        ov, ov_mark = standard_base(impls.get("ov_custom"), impls.get("ov_standard"))
+        ort_base = oc_mark + base_cell(oc) if oc_mark else base_cell(oc)
+        ov_base = ov_mark + us_cell(ov) if ov_mark else us_cell(ov)
         lines.append(
             f"| {op} | {'x'.join(map(str, shape))} | {dtype} | {threads} | {pass_} | "
             f"{base_cell(ob)} | {ratio(impls.get('torch_composite'), ob)} | "
             f"{ratio(impls.get('torch_builtin'), ob)} | {ratio(impls.get('torch_compile'), ob)} | "
             f"{ratio(impls.get('opbridge_torch_out'), ob)} | "
-            f"{base_cell(oc)} | {ratio(impls.get('ort_standard'), oc)} | "
+            f"{ort_base} | {ratio(impls.get('ort_standard'), oc)} | "
             f"{ratio(impls.get('ort_standard_nofusion'), oc)} | "
             f"{ratio(impls.get('ort_contrib'), oc)} | {ratio(impls.get('ort_fused'), oc)} | "
             f"{fused_cell(impls.get('ort_contrib'))} | {fused_cell(impls.get('ort_fused'))} | "
-            f"{us_cell(ov)} | {ratio(impls.get('ov_standard'), ov)} | "
+            f"{ov_base} | {ratio(impls.get('ov_standard'), ov)} | "
             f"{ratio(impls.get('ov_fused'), ov)} | {ratio(oc, ov)} |"
         )
     models = models_markdown(report)

@@ -50,7 +50,6 @@ from typing import Any
 
 import torch
 
-from opbridge._library import libraries
 from opbridge.export import doors
 from opbridge.export import routes as _routes
 from opbridge.export.decompositions import (
@@ -266,7 +265,7 @@ def _finish(proto, route: str | dict, opset: int, avoid: frozenset[str] = frozen
         used.add("custom")  # what the operators the plan does not name take
     by_type = {
         (library.onnx_domain, spec["onnx_type"]): (library, name)
-        for library in libraries()
+        for library in exportable()
         for name, spec in library.specs().items()
     }
     for name in sorted(used):

@@ -38,6 +38,7 @@ from opbridge import _dtypes
 from opbridge._library import Library
 from opbridge.export.errors import ExportError
 from opbridge.export.nodes import attr_value
+from opbridge.ops.adopted import is_adopted
 
 # How many checked nodes are remembered (a model repeats the same op on the
 # same shapes in every layer).
@@ -149,6 +150,8 @@ def check_form(
             f"output{'s' if len(results) != 1 else ''}, its spec has {len(outputs)} "
             f"({', '.join(outputs)})"
         )
+    if is_adopted(library):
+        return  # no shape rule to hold the form to (opbridge did not build the op)
     inputs = list(inputs) + [None] * (len(spec["inputs"]) - len(inputs))
     if any(s is not None and (s.dtype is None or s.shape is None) for s in inputs):
         return  # not known at export: the runtime's shape inference has it

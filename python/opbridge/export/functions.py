@@ -21,9 +21,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from opbridge._library import Library, library_for_domain
+from opbridge._library import Library
 from opbridge.export.form_checks import check_form, seen_proto
 from opbridge.export.nodes import attribute_proto_type
+from opbridge.ops.adopted import exportable_for_domain
 from opbridge.ops.builder import ProtoBuilder, ProtoValue
 
 # The IR version that has function overloads.
@@ -177,7 +178,7 @@ def add_functions(
     bodies: dict[tuple[str, str], list[tuple[bytes, Any]]] = {}
     assigned: list[tuple[Any, tuple[str, str], int]] = []
     for node in model.graph.node:
-        library = library_for_domain(node.domain)
+        library = exportable_for_domain(node.domain)
         if library is None or not selected(node):
             continue
         spec = next(
@@ -229,5 +230,5 @@ def library_functions(model) -> dict[tuple[str, str, str], Any]:
     return {
         (f.domain, f.name, f.overload): f
         for f in model.functions
-        if library_for_domain(f.domain) is not None
+        if exportable_for_domain(f.domain) is not None
     }

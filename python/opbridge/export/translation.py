@@ -119,13 +119,14 @@ def _checked(library, spec: dict, form: Callable) -> bool:
 
 
 def _check_has_runtime_library(library, spec: dict, route: str) -> None:
-    """An adopted operator (no runtime library of its own) has no node of
-    its own to export: an ExportError that names it and the routes it takes."""
-    if is_adopted(library):
+    """An adopted operator (no runtime library of its own) takes no route
+    that needs one (custom): an ExportError that names it and the routes it
+    takes. The function route's node carries its own body, so it needs none."""
+    if is_adopted(library) and _routes.get(route).needs_library:
         raise ExportError(
             f"{library.torch_namespace}::{spec['name']}: the {route} route writes the operator "
-            "as a node of its own, which needs an operator library in the runtime, and this "
-            "operator has none (opbridge did not build it): export it by the standard route "
+            "as a node that only an operator library runs, and this operator has none "
+            "(opbridge did not build it): export it by the standard or function route "
             f"(route='standard', or with opbridge.export.route({{'{library.torch_namespace}::"
             f"{spec['name']}': 'standard'}}) around torch.onnx.export), or build it with the "
             "SDK for the custom route"
@@ -225,7 +226,11 @@ def _set_legacy_output_types(
     library: Library, spec: dict, inputs: list, outputs, attrs: list
 ) -> None:
     """Gives the TorchScript exporter the output dtype and shape from the
-    spec's shape rule (it cannot infer them for a custom node)."""
+    spec's shape rule (it cannot infer them for a custom node). An adopted
+    operator has no shape rule: ONNX Runtime infers its outputs from the
+    node's function body at load time."""
+    if is_adopted(library):
+        return
     infos = []
     padded = inputs + [None] * (len(spec["inputs"]) - len(inputs))
     for value in padded:

@@ -19,19 +19,9 @@ from typing import Any
 
 import torch
 
+from opbridge.ops._sample import Sample
+
 BUILTIN_NAMESPACE = "opbridge"
-
-
-@dataclass
-class Sample:
-    """One call of an operator: ``call(*args, **kwargs)``."""
-
-    args: tuple
-    kwargs: dict = field(default_factory=dict)
-    label: str = ""
-
-    def __repr__(self) -> str:
-        return self.label
 
 
 @dataclass(frozen=True)
@@ -93,10 +83,9 @@ class Card:
       arguments for the benchmark's size ``shape`` = ``[rows, cols]`` (the
       op's main input holds about rows x cols elements), the same on every
       call; floating tensors require grad when asked.
-      ``samples`` and ``bench_inputs`` may be left out of the card of an
-      operator opbridge did not build (:mod:`opbridge.ops.adopted`): it then
-      exports, verifies and patches, and :func:`check_card` names them as
-      what the op's generated tests and the benchmark still need.
+      ``samples`` and ``bench_inputs`` may be left out: :func:`register_card`
+      then draws them from the operator's schema (:mod:`opbridge.ops.drawn`),
+      and :func:`check_card` says when they cannot be drawn.
     - ``composite`` / ``builtin``: what a user would write instead (the
       formula in small PyTorch ops; PyTorch's own operator), with the call's
       signature; the benchmark's ``torch_composite`` / ``torch_builtin``, and
@@ -251,6 +240,14 @@ def register_card(card: Card) -> Card:
     if not card.origin:
         caller = sys._getframe(1).f_globals
         card.origin = caller.get("__file__") or _guess_origin(card)
+    if card.composite is None:  # the formula a user would write: the reference
+        card.composite = card.reference
+    if card.samples is None or card.bench_inputs is None:
+        from opbridge.ops.drawn import drawn
+
+        samples, bench_inputs = drawn(card)
+        card.samples = card.samples or samples
+        card.bench_inputs = card.bench_inputs or bench_inputs
     for hook in _ON_REGISTER:  # may refuse the card (a layout that does not fit its op)
         hook(card)
     _REGISTERED[card.qualified_name] = card
@@ -338,4 +335,11 @@ def check_card(card: Card) -> list[str]:
             f"{name}: the card in {where} is for torch.ops.{card.namespace}.{card.name}, "
             "which is no operator (is its library loaded?)"
         )
+    elif getattr(card.samples, "drawn", False):
+        from opbridge.ops.drawn import SampleDrawError
+
+        try:
+            next(iter(card.samples(torch.float32, False, large=False, seed=0)))
+        except SampleDrawError as error:
+            problems.append(f"{error} (the card in {where})")
     return problems

@@ -136,3 +136,15 @@ def adopted() -> list[AdoptedOps]:
         }
     )
     return [AdoptedOps(namespace) for namespace in namespaces]
+
+
+def exportable_for_domain(domain: str) -> Any:
+    """The loaded library whose ONNX domain is ``domain``, else the adopted
+    operators of the namespace of that name (an adopted operator's domain
+    is its namespace), else None."""
+    from opbridge._library import library_for_domain
+
+    library = library_for_domain(domain)
+    if library is not None:
+        return library
+    return next((found for found in adopted() if found.onnx_domain == domain), None)

@@ -45,8 +45,11 @@ class Call:
 
 
 def library_namespaces() -> set[str]:
-    """The torch namespaces of every loaded operator library."""
-    return {lib.torch_namespace for lib in libraries()}
+    """The torch namespaces of every loaded operator library and of every
+    adopted operator (:mod:`opbridge.ops.adopted`)."""
+    from opbridge.ops.adopted import adopted
+
+    return {lib.torch_namespace for lib in [*libraries(), *adopted()]}
 
 
 class CallRecorder(TorchDispatchMode):

@@ -714,6 +714,7 @@ def _nodes_with_bodies(proto) -> list[int]:
     from opbridge._library import library_for_domain
 
     functions = {(f.domain, f.name) for f in library_functions(proto).values()}
+    # An adopted operator's node has a body and no kernel: nothing to check.
     return [
         i
         for i, node in enumerate(proto.graph.node)

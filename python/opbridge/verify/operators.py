@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import torch
 
-from opbridge._library import libraries
+from opbridge.export import exportable
 from opbridge.ops.calls import CallRecorder
 from opbridge.verify.comparison import Comparison, Tolerance, compare, shapes_differ, worse
 from opbridge.verify.report import FAIL, NOT_APPLICABLE, PASS, OperatorResult
@@ -121,7 +121,7 @@ def map_calls(model) -> tuple[dict[str, list[CallNode]], str | None]:
     """Operator ("<namespace>::<name>") -> its calls in the graph, in order;
     and how they were found (``BY_METADATA``, ``BY_LIBRARY_NODES``; None when
     the graph has neither metadata nor a library node)."""
-    namespaces = {lib.torch_namespace for lib in libraries()}
+    namespaces = {lib.torch_namespace for lib in exportable()}
     groups: dict[str, tuple[str, list]] = {}  # FX node name -> (op, its nodes)
     seen_metadata = False
     for node in model.graph.node:
@@ -141,7 +141,7 @@ def map_calls(model) -> tuple[dict[str, list[CallNode]], str | None]:
         return found, BY_METADATA
     by_type = {
         (lib.onnx_domain, spec["onnx_type"]): f"{lib.torch_namespace}::{name}"
-        for lib in libraries()
+        for lib in exportable()
         for name, spec in lib.specs().items()
     }
     found = {}

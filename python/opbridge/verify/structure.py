@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 
 from opbridge._library import ONNX_DOMAIN, ONNX_DOMAIN_VERSION, VERSION, libraries
-from opbridge.export import routes
+from opbridge.export import exportable, routes
 from opbridge.export.metadata import (
     METADATA_DOMAIN_VERSION_KEY,
     METADATA_ROUTE_KEY,
@@ -62,7 +62,7 @@ def _route_check(model, route: str) -> Check:
     """The route's rule for the graph; a plan per operator ("auto",
     "per-op") may hold library nodes, which must match their specs."""
     found = routes.routes().get(route)
-    check = (found.check if found is not None else nodes_match_specs)(model, libraries())
+    check = (found.check if found is not None else nodes_match_specs)(model, exportable())
     return Check(check.title, PASS if check.passed else FAIL, check.detail)
 
 
