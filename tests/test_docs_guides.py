@@ -5,7 +5,10 @@ temporary directory as the working directory.
 
 A block that must not run here (it needs a GPU, a download, another
 environment, or a file of the reader's) is marked ```python {.no-run} and is
-only compiled. Shell examples are ```bash blocks and are not run.
+only compiled. Shell examples are ```bash blocks and are not run. A block of
+another language with a title (```cpp title="softclip.cpp") is a file the
+page's code uses: it is written, under that name, where the page runs, when
+the page's blocks reach it.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ FENCE = re.compile(
     re.MULTILINE | re.DOTALL,
 )
 NO_RUN = "{.no-run}"
+TITLE = re.compile(r'title="([^"]+)"')
 
 
 @dataclass
@@ -45,6 +49,12 @@ class Block:
     @property
     def runs(self) -> bool:
         return self.info.split()[1:] != [NO_RUN]
+
+    @property
+    def file(self) -> str | None:
+        """The title of a block of another language than Python: a file."""
+        found = TITLE.search(self.info)
+        return found.group(1) if found and self.language != "python" else None
 
 
 def blocks(text: str) -> list[Block]:
@@ -77,6 +87,9 @@ def test_fences_are_recognized():
         ("python", False, 10, "y = x\n"),
         ("bash", True, 14, "ls\n"),
     ]
+    (titled,) = blocks('```cpp title="ops/softclip.cpp"\nint x;\n```\n')
+    assert (titled.language, titled.file, titled.code) == ("cpp", "ops/softclip.cpp", "int x;\n")
+    assert found[0].file is None and found[2].file is None
 
 
 def test_every_page_is_there_and_shows_code():
@@ -103,7 +116,12 @@ def test_code_blocks_are_labelled(page):
 def test_python_blocks_run(page, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     namespace: dict = {"__name__": "__docs__"}
-    for block in python_blocks(page):
+    for block in blocks(page.read_text()):
+        if block.file:
+            (tmp_path / block.file).parent.mkdir(parents=True, exist_ok=True)
+            (tmp_path / block.file).write_text(block.code)
+        if block.language != "python":
+            continue
         # padded so that a traceback names the page's own line numbers
         code = compile("\n" * (block.line - 1) + block.code, _id(page), "exec")
         if block.runs:
