@@ -242,7 +242,7 @@ def test_verify_runs_in_a_registered_runtime(monkeypatch):
             base_level="as_exported",
             default_level="fast",
             version=lambda: onnxruntime.__version__,
-            library_path=ort.library_path,
+            adapter="ort",
         )
     )
     model = opbridge.nn.ScaledClamp(0.5).eval()

@@ -324,8 +324,10 @@ class Runtime:
       (ONNX Runtime's ``enable_all``: ``ORT_ENABLE_ALL``), where it differs,
       for reports (:meth:`level_text`).
     - ``version()``: the installed runtime's version.
-    - ``library_path(library)``: the runtime's library of a loaded operator
-      library (:class:`opbridge.Library`), what a host of the runtime loads.
+    - ``adapter``: the name of the runtime's adapter (``"ort"``,
+      ``"openvino"``: ``opbridge_add_operator_library``'s ADAPTERS), whose
+      library :meth:`library_path` finds beside a loaded operator library;
+      ``missing_adapter``: why that file may be missing, for the error.
     - ``facts()``: (name, value) lines for ``opbridge doctor``, and
       ``checks()``: its :class:`RuntimeCheck` list (versions that fit, a
       model that runs with the library).
@@ -372,7 +374,8 @@ class Runtime:
     base_level: str
     default_level: str
     version: Callable[[], str]
-    library_path: Callable[[Any], str]
+    adapter: str
+    missing_adapter: str = ""
     plain_session: Callable[..., Any] | None = None
     level_names: Mapping[str, str] = field(default_factory=dict)
     facts: Callable[[], list[tuple[str, str]]] = field(default=lambda: [])
@@ -384,6 +387,18 @@ class Runtime:
     bench_call: Callable[[Any, tuple], Callable[[], object]] | None = None
     profile: Callable[..., dict[str, float]] | None = None
     matmul_ops: frozenset[str] = frozenset()
+
+    def library_path(self, library: Any) -> str:
+        """The runtime's library of a loaded operator library
+        (:class:`opbridge.Library`): its adapter's file, what a host of the
+        runtime loads; a FileNotFoundError that names it where it is missing."""
+        path = library.adapter_path(self.adapter)
+        if not path.is_file():
+            why = self.missing_adapter or f"rebuild or reinstall {library.name}"
+            raise FileNotFoundError(
+                f"{library.name}: the {self.label} library {path} is missing; {why}"
+            )
+        return str(path)
 
     def __post_init__(self) -> None:
         # A form given by its why alone is a WrongForm of no known error.
@@ -604,3 +619,15 @@ def median_ms(call: Callable[[], object], warmup: int = WARMUP, repeats: int = R
         call()
         times.append((time.perf_counter_ns() - start) / 1e6)
     return statistics.median(times)
+
+
+def check_threads(threads: Any, caller: str, runtime: str) -> None:
+    """``threads`` is None (the runtime's default) or an int >= 1; else a
+    ValueError that names ``caller`` and what it got."""
+    if threads is not None and (
+        isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
+    ):
+        raise ValueError(
+            f"{caller}: threads must be an int >= 1 (or None for {runtime}'s default), "
+            f"got {threads!r}"
+        )

@@ -25,6 +25,7 @@ from opbridge.runtimes.base import (
     ModelRewrite,
     Runtime,
     RuntimeCheck,
+    check_threads,
     feeds_call,
     load_model,
     smoke_check,
@@ -36,20 +37,10 @@ from opbridge.runtimes.ort_binding import BoundSession as BoundSession
 from opbridge.runtimes.ort_binding import bind as bind
 
 
-def _path_of(library: Library) -> str:
-    path = library.adapter_path("ort")
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"{library.name}: the ONNX Runtime library {path} is missing; rebuild or reinstall "
-            f"{library.name}"
-        )
-    return str(path)
-
-
 def get_library_path(library: Library | None = None) -> str:
     """Absolute path of an ONNX Runtime custom-op library: opbridge's own
     (domain ``opbridge``) by default, or that of a loaded ``library``."""
-    return _path_of(library or BUILTIN)
+    return RUNTIME.library_path(library or BUILTIN)
 
 
 def library_info(library: Library | None = None) -> dict[str, Any]:
@@ -82,7 +73,8 @@ def session_options(options: Any = None, libraries: list[Library] | None = None)
     options = options if options is not None else onnxruntime.SessionOptions()
     with _REGISTERING:
         for library in libraries if libraries is not None else [BUILTIN]:
-            path = get_library_path() if library is BUILTIN else _path_of(library)
+            # The built-in's path through the module's function, which a test replaces.
+            path = get_library_path() if library is BUILTIN else get_library_path(library)
             try:
                 options.register_custom_ops_library(path)
             except Exception as error:
@@ -171,17 +163,6 @@ def _settings_on(options: Any, level: Any, threads: int | None, *, shared: bool)
 
 
 _SETTING = threading.Lock()
-
-
-def _check_threads(threads: Any) -> None:
-    if threads is not None and (
-        isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
-    ):
-        raise ValueError(
-            "opbridge.runtimes.onnxruntime.InferenceSession: threads must be an int >= 1 (or "
-            "None for ONNX "
-            f"Runtime's default), got {threads!r}"
-        )
 
 
 _EXPLAINED: dict[tuple[type, type], type] = {}
@@ -312,7 +293,7 @@ def _session_class():
             import onnxruntime
 
             level = level_enum(optimization_level) if optimization_level is not None else None
-            _check_threads(threads)
+            check_threads(threads, "opbridge.runtimes.onnxruntime.InferenceSession", "ONNX Runtime")
             if hasattr(path_or_bytes, "SerializeToString"):
                 path_or_bytes = path_or_bytes.SerializeToString()
             facts = ModelFacts.of(path_or_bytes)
@@ -599,7 +580,7 @@ RUNTIME = Runtime(
     base_level="disable_all",
     default_level="enable_all",
     version=_version,
-    library_path=_path_of,
+    adapter="ort",
     plain_session=_plain_session,
     level_names=OPTIMIZATION_LEVELS,
     facts=_facts,

@@ -27,6 +27,7 @@ from opbridge.runtimes.base import (
     Runtime,
     RuntimeCheck,
     WrongForm,
+    check_threads,
     cycle_text,
     graph_cycle,
     load_model,
@@ -49,17 +50,6 @@ THREADS = "INFERENCE_NUM_THREADS"
 LEVEL = "default"
 
 
-def _path_of(library: Library) -> str:
-    path = library.adapter_path("openvino")
-    if not path.is_file():
-        raise FileNotFoundError(
-            f"{library.name}: the OpenVINO extension library {path} is missing; it is built "
-            f"only where OpenVINO's CMake package is found (install the openvino Python package "
-            f"and rebuild {library.name})"
-        )
-    return str(path)
-
-
 def _extension_file(library: Library) -> Path:
     return library.adapter_path("openvino")
 
@@ -68,7 +58,7 @@ def get_library_path(library: Library | None = None) -> str:
     """Absolute path of an OpenVINO extension library: opbridge's own by
     default, or that of a loaded ``library``; what ``core.add_extension``
     takes."""
-    return _path_of(library or BUILTIN)
+    return RUNTIME.library_path(library or BUILTIN)
 
 
 _CORE_LOCK = threading.Lock()
@@ -92,7 +82,7 @@ def add_extensions(core: Any, libraries_to_add: list[Library]) -> None:
 
     added = _ADDED.setdefault(id(core), set())
     for library in libraries_to_add:
-        path = _path_of(library)
+        path = RUNTIME.library_path(library)
         if path in added:
             continue
         try:
@@ -274,13 +264,7 @@ def compile_model(
     """
     import openvino
 
-    if threads is not None and (
-        isinstance(threads, bool) or not isinstance(threads, int) or threads < 1
-    ):
-        raise ValueError(
-            f"opbridge.runtimes.openvino.compile_model: threads must be an int >= 1 (or None for "
-            f"OpenVINO's default), got {threads!r}"
-        )
+    check_threads(threads, "opbridge.runtimes.openvino.compile_model", "OpenVINO")
     core = core or _shared_core()
     settings = dict(config or {})
     settings.setdefault(PRECISION_HINT, openvino.Type.f32)
@@ -552,7 +536,9 @@ RUNTIME = Runtime(
     base_level=LEVEL,
     default_level=LEVEL,
     version=_version,
-    library_path=_path_of,
+    adapter="openvino",
+    missing_adapter="it is built only where OpenVINO's CMake package is found (install the "
+    "openvino Python package and rebuild the library)",
     plain_session=_plain_session,
     facts=_facts,
     checks=_checks,
