@@ -7,6 +7,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import json
+import sys
 
 import pytest
 import torch
@@ -46,8 +47,11 @@ def test_quick_benchmark_writes_json_table_and_plot(tmp_path, capsys, monkeypatc
     }
     results += compiled_rows
     assert all(set(r) >= KEYS for r in results)
-    # opbridge_compile and opbridge_compile_auto time the end-to-end models only.
-    assert {r["impl"] for r in results} == set(bench.IMPLS) - set(bench.MODEL_IMPLS)
+    # opbridge_compile and opbridge_compile_auto time the end-to-end models
+    # only, transformers' own exports (ort_hf_fusions, ort_hf) hf_llama only.
+    assert {r["impl"] for r in results} == set(bench.IMPLS) - set(bench.MODEL_IMPLS) - set(
+        bench.HF_IMPLS
+    )
     assert {r["op"] for r in results} == set(opbridge.specs()) | {"demo_model"}
     # No PyTorch built-in exists for some (rotary_embedding, normalize_image):
     # their rows have no torch_builtin.
@@ -98,7 +102,7 @@ def test_operator_of_another_library_by_import(registry, tmp_path, capsys):
     # The built-in op alongside still has its ONNX Runtime rows.
     assert {r["impl"] for r in results if r["op"] == "scaled_clamp"} == set(bench.IMPLS) - set(
         bench.MODEL_IMPLS
-    )
+    ) - set(bench.HF_IMPLS)
 
 
 def test_unknown_operator_is_named(capsys):
@@ -164,8 +168,9 @@ def test_quick_end_to_end_models(tmp_path, capsys):
     report = json.loads(out.read_text())
     results = report["results"]
     assert all(set(r) >= KEYS | {"max_abs_diff"} for r in results)
-    assert {r["op"] for r in results} == set(bench.models.MODEL_NAMES)
-    for name in bench.models.MODEL_NAMES:
+    # hf_llama runs only when named.
+    assert {r["op"] for r in results} == set(bench.models.DEFAULT_MODELS)
+    for name in bench.models.DEFAULT_MODELS:
         rows = {r["impl"]: r for r in results if r["op"] == name}
         assert set(rows) == MODEL_IMPLS, name
         assert all(r["median_us"] > 0 and r["p99_us"] >= r["median_us"] for r in rows.values())
@@ -174,14 +179,14 @@ def test_quick_end_to_end_models(tmp_path, capsys):
         assert isinstance(rows["ort_contrib"]["fused"], list)
         assert isinstance(rows["ort_fused"]["fused"], list)
         assert "fused" not in rows["ort_custom"]
-        assert set(report["models"]) == set(bench.models.MODEL_NAMES)
+        assert set(report["models"]) == set(bench.models.DEFAULT_MODELS)
     # The ort route emits ONNX Runtime's fused operators for the LLaMA-style blocks.
     llama = {r["impl"]: r for r in results if r["op"] == "llama_prefill"}
     assert "SkipSimplifiedLayerNormalization" in llama["ort_fused"]["fused"]
     profiles = {(p["op"], p["impl"]): p for p in report["profiles"]}
     assert set(profiles) == {
         (name, impl)
-        for name in bench.models.MODEL_NAMES
+        for name in bench.models.DEFAULT_MODELS
         for impl in ("opbridge_torch", "ort_custom")
     }
     for p in profiles.values():
@@ -193,6 +198,46 @@ def test_quick_end_to_end_models(tmp_path, capsys):
     assert "llama_prefill ort_custom 1t: opbridge ops" in table
     assert "no KV cache" in table
     assert "torch_compile: left out at --quick sizes" in capsys.readouterr().out
+
+
+def test_quick_hf_llama_beside_transformers_export(tmp_path, capsys):
+    """``--models hf_llama``: a transformers Llama with grouped-query
+    attention, exported by transformers' own exporter with ONNX Runtime's
+    fusions (ort_hf_fusions, the anchor) beside the opbridge.patch-ed copy
+    by opbridge's routes through the same exporter, each output checked
+    against transformers' logits in torch."""
+    pytest.importorskip("transformers.exporters")
+    out, md = tmp_path / "hf.json", tmp_path / "hf.md"
+    impls = ["torch_composite", "opbridge_torch", "ort_hf_fusions", "ort_custom", "ort_fused"]
+    argv = ["bench", "--quick", "--models", "hf_llama", "--threads", "1", "--impls", *impls]
+    assert main([*argv, "--json", str(out), "--markdown", str(md)]) == 0
+    report = json.loads(out.read_text())
+    rows = {r["impl"]: r for r in report["results"]}
+    assert {r["op"] for r in report["results"]} == {"hf_llama"}
+    assert set(rows) == set(impls)
+    assert all(r["shape"] == [1, 16] and r["dtype"] == "int64" for r in rows.values())
+    assert all(r["median_us"] > 0 and r["p99_us"] >= r["median_us"] for r in rows.values())
+    assert all(r["max_abs_diff"] <= 1e-4 for r in rows.values()), rows
+    # transformers' fusions put grouped-query attention into one ONNX Runtime
+    # operator; the custom route has opbridge's operators instead.
+    assert "GroupQueryAttention" in rows["ort_hf_fusions"]["fused"]
+    assert "SkipSimplifiedLayerNormalization" in rows["ort_fused"]["fused"]
+    table = md.read_text()
+    assert "| hf_llama | 1x16 int64 | 1 | ort_hf_fusions |" in table
+    assert "| hf_llama | 1x16 int64 | 1 | ort_custom |" in table
+    assert "grouped-query attention" in table
+    assert "hf_llama ort_custom 1t: opbridge ops" in table
+
+
+def test_hf_llama_without_transformers_is_refused(monkeypatch, capsys):
+    """Without transformers, ``--models hf_llama`` stops before any timing
+    with a message that names what is missing."""
+    monkeypatch.setitem(sys.modules, "transformers", None)
+    assert main(["bench", "--quick", "--models", "hf_llama"]) == 2
+    err = capsys.readouterr().err
+    assert "hf_llama model needs transformers" in err and "transformers.exporters" in err
+    with pytest.raises(ValueError, match="needs transformers"):
+        bench.models.build_cases(["hf_llama"], quick=True)
 
 
 def test_half_types_are_timed_in_both_runtimes(tmp_path):
@@ -341,7 +386,7 @@ def test_ops_run_alone_unless_models_are_asked_for(tmp_path):
     cli, args = _bench_args("--ops", "scaled_clamp", "--models", "vision")
     assert cli.end_to_end_models(args) == ["vision"] and not cli.runs_demo_model(args)
     cli, args = _bench_args()
-    assert cli.end_to_end_models(args) == list(bench.models.MODEL_NAMES)
+    assert cli.end_to_end_models(args) == list(bench.models.DEFAULT_MODELS)
     assert cli.runs_demo_model(args)
     out = tmp_path / "ops.json"
     argv = ["bench", "--quick", "--ops", "scaled_clamp", "--sizes", "small", "--threads", "1"]

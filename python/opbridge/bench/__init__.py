@@ -47,6 +47,17 @@ carry ``max_abs_diff`` (the output's largest difference from
 time in opbridge's operators and in matrix products (``opbridge_torch``
 under ``torch.profiler``, ``ort_custom`` under ONNX Runtime's profiler).
 
+``hf_llama`` (run only when ``--models`` names it) is a transformers
+``LlamaForCausalLM`` with grouped-query attention: ``opbridge_torch`` is its
+``opbridge.patch``-ed copy, ``torch_composite`` transformers' model as it is
+(whose logits every output is checked against), and its ONNX models all come
+from transformers' own exporter: ``ort_hf_fusions`` (transformers' model
+exported with ``OnnxConfig(ort_fusions="cpu")``, ONNX Runtime's fusions: the
+anchor a Hugging Face user would pick) and ``ort_hf`` (without them), and the
+patched copy by opbridge's routes under ``opbridge.export.route``
+(``ort_custom``, ``ort_standard``, ``ort_fused``, and OpenVINO's; the function
+route and ``ort_contrib`` are left out).
+
 Every case runs at one thread and at all threads (``torch.set_num_threads``
 and ONNX Runtime's ``intra_op_num_threads``), after a warm-up that goes on
 until a call compiles nothing (:func:`time_calls`: every pass compiles and
@@ -63,6 +74,8 @@ from __future__ import annotations
 from opbridge.bench import models
 from opbridge.bench.cases import (
     DTYPES,
+    HF_IMPLS,
+    HF_SETTINGS,
     IMPLS,
     MODEL_IMPLS,
     ORT_IMPLS,
@@ -99,6 +112,8 @@ from opbridge.bench.sessions import (
 
 __all__ = [
     "DTYPES",
+    "HF_IMPLS",
+    "HF_SETTINGS",
     "IMPLS",
     "MODEL_IMPLS",
     "ORT_IMPLS",

@@ -82,7 +82,14 @@ ORT_SETTINGS = {
 }
 ORT_IMPLS = tuple(ORT_SETTINGS)
 ORT_ROUTES = tuple(dict.fromkeys(route for route, _ in ORT_SETTINGS.values()))
-IMPLS = TORCH_IMPLS + TORCH_FWD_IMPLS + MODEL_IMPLS + RUNTIME_IMPLS
+# ONNX Runtime implementations of the hf_llama model only: transformers' own
+# ONNX export (OnnxExporter) of the model without opbridge, at ONNX Runtime's
+# default level, with ONNX Runtime's fusions (OnnxConfig(ort_fusions="cpu"):
+# the anchor a Hugging Face user would pick) and without. Name -> the
+# OnnxConfig's keywords.
+HF_SETTINGS: dict[str, dict[str, str]] = {"ort_hf_fusions": {"ort_fusions": "cpu"}, "ort_hf": {}}
+HF_IMPLS = tuple(HF_SETTINGS)
+IMPLS = TORCH_IMPLS + TORCH_FWD_IMPLS + MODEL_IMPLS + HF_IMPLS + RUNTIME_IMPLS
 # The floating dtypes a case runs in, by the specs' names.
 DTYPES = _dtypes.FLOATING
 
@@ -101,7 +108,8 @@ class Result:
     gbps: float
     # ONNX Runtime's own operators in the model (ort_contrib, ort_fused).
     fused: list[str] | None = None
-    # End-to-end models: the output's largest difference from opbridge_torch's.
+    # End-to-end models: the output's largest difference from opbridge_torch's
+    # (hf_llama: from transformers' model's, in torch).
     max_abs_diff: float | None = None
 
     def to_json(self) -> dict:

@@ -14,6 +14,15 @@ Models (random weights from a fixed seed, nothing downloaded):
   step (few tokens per weight read).
 - ``vision``: :class:`opbridge.demo.models.SmallVisionNet` on a uint8
   ``[1, 224, 224, 3]`` image.
+- ``hf_llama``: transformers' ``LlamaForCausalLM`` with grouped-query
+  attention (hidden 1024, 4 layers, 16 heads, 4 key/value heads, vocab
+  4096), prefill of ``input_ids [1, 256]`` to the logits; its model is the
+  ``opbridge.patch``-ed copy, and its ONNX models come from transformers' own
+  exporter (:class:`TransformersExports`): the copy by opbridge's routes,
+  and transformers' model as it is with and without ONNX Runtime's fusions
+  (``OnnxConfig(ort_fusions="cpu")``: ``ort_hf_fusions``, the anchor). It
+  needs transformers with ``transformers.exporters`` (:func:`check_models`)
+  and runs only when named (not in ``DEFAULT_MODELS``).
 
 ``quick=True`` builds the same models at toy sizes (the benchmark's
 ``--quick``).
@@ -23,6 +32,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import importlib
+import io
 import os
 import sys
 from collections.abc import Callable
@@ -33,10 +44,15 @@ from torch import nn
 
 from opbridge import nn as obnn
 from opbridge._library import library_for_domain
+from opbridge.bench.cases import export_parts
 from opbridge.demo.models import LlamaStyleBlock, SmallVisionNet
+from opbridge.export.doors import DOOR_ROUTES
 from opbridge.ops import card
 
-MODEL_NAMES = ("llama_prefill", "llama_decode", "vision")
+MODEL_NAMES = ("llama_prefill", "llama_decode", "vision", "hf_llama")
+# The models a run that names none runs: hf_llama (a transformers model,
+# exported by transformers' exporter once per route) only when named.
+DEFAULT_MODELS = ("llama_prefill", "llama_decode", "vision")
 
 MICROSOFT_DOMAIN = "com.microsoft"
 # ONNX Runtime's own operators that it registers in the ai.onnx domain.
@@ -67,12 +83,31 @@ class LlamaStack(nn.Module):
 @dataclass
 class ModelCase:
     """One end-to-end model as the benchmark runs it: the model with
-    opbridge's modules, its inputs, and a line that says what it is."""
+    opbridge's modules, its inputs, and a line that says what it is.
+
+    - ``plain``: the same model without opbridge, where there is one of its
+      own (hf_llama: transformers' model as it is): the ``torch_composite``
+      implementation, and the output every implementation's is checked
+      against; None: :func:`composite_twin` of ``model``, and outputs are
+      checked against ``model``'s.
+    - ``input_names``: the inputs' names in the ONNX models (None: the
+      positional ``input_0``, ``input_1``, ... of
+      :func:`opbridge.bench.export_onnx`); sessions are fed by these names.
+    - ``exports``: the case's own exporter (None: :func:`opbridge.bench.export_onnx`).
+    """
 
     name: str
     model: nn.Module
     inputs: tuple[torch.Tensor, ...]
     description: str
+    plain: nn.Module | None = None
+    input_names: tuple[str, ...] | None = None
+    exports: TransformersExports | None = None
+
+    def named_inputs(self) -> dict[str, torch.Tensor]:
+        """The inputs by their names in the ONNX models."""
+        names = self.input_names or tuple(f"input_{i}" for i in range(len(self.inputs)))
+        return dict(zip(names, self.inputs, strict=True))
 
     @property
     def shape(self) -> list[int]:
@@ -95,6 +130,10 @@ LLAMA_SIZES = {
     True: dict(dim=64, heads=4, mlp=128, layers=2, prefill=(1, 32), decode=(2, 4)),
 }
 VISION_SIZES = {False: (1, 224), True: (1, 32)}
+HF_LLAMA_SIZES = {
+    False: dict(hidden=1024, layers=4, heads=16, kv_heads=4, vocab=4096, seq=256),
+    True: dict(hidden=64, layers=2, heads=4, kv_heads=2, vocab=256, seq=16),
+}
 
 
 def _randomize(model: nn.Module, generator: torch.Generator) -> None:
@@ -118,15 +157,20 @@ def build_llama(quick: bool, seed: int = 0) -> tuple[LlamaStack, dict]:
 
 
 def build_cases(names: list[str], quick: bool = False, seed: int = 0) -> list[ModelCase]:
-    """The named models (of ``MODEL_NAMES``), full size or ``quick``."""
+    """The named models (of ``MODEL_NAMES``), full size or ``quick``; a
+    ValueError for an unknown one or one whose packages are missing
+    (:func:`check_models`)."""
     unknown = [n for n in names if n not in MODEL_NAMES]
     if unknown:
         raise ValueError(f"opbridge bench: unknown model {unknown}; choose from {MODEL_NAMES}")
+    check_models(names)
     generator = torch.Generator().manual_seed(seed)
     cases = []
     llama = None
     for name in names:
-        if name.startswith("llama_"):
+        if name == "hf_llama":
+            cases.append(build_hf_llama(quick, seed, generator))
+        elif name.startswith("llama_"):
             if llama is None:
                 llama = build_llama(quick, seed)
             model, size = llama
@@ -153,6 +197,150 @@ def build_cases(names: list[str], quick: bool = False, seed: int = 0) -> list[Mo
                 ModelCase(name, model, (image,), f"SmallVisionNet, uint8 NHWC {side}x{side}")
             )
     return cases
+
+
+# ---------------------------------------------------------------- hf_llama
+
+
+def hf_missing() -> list[str]:
+    """What hf_llama needs that is not installed: transformers with its ONNX
+    exporter (``transformers.exporters``), and onnx_ir (the exporter's
+    model); empty when all are."""
+    missing = []
+    try:
+        transformers = importlib.import_module("transformers")
+    except ImportError:
+        missing.append("transformers (with its ONNX exporter, transformers.exporters)")
+    else:
+        try:
+            importlib.import_module("transformers.exporters")
+        except ImportError:
+            missing.append(
+                f"transformers' ONNX exporter (transformers.exporters), which transformers "
+                f"{transformers.__version__} lacks"
+            )
+    try:
+        importlib.import_module("onnx_ir")
+    except ImportError:
+        missing.append("onnx_ir")
+    return missing
+
+
+def check_models(names: list[str]) -> None:
+    """Refuses a named model whose packages are not installed: a ValueError
+    that names what is missing."""
+    if "hf_llama" in names:
+        missing = hf_missing()
+        if missing:
+            raise ValueError(
+                f"opbridge bench: the hf_llama model needs {' and '.join(missing)}, not "
+                "installed; install it, or leave hf_llama out of --models"
+            )
+
+
+class Logits(nn.Module):
+    """A Hugging Face causal LM called on ``input_ids`` alone, returning its
+    logits (the output every implementation's is compared by; transformers'
+    ONNX export returns them first)."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids: torch.Tensor) -> torch.Tensor:
+        return self.model(input_ids=input_ids).logits
+
+
+class TransformersExports:
+    """ONNX models of a Hugging Face model by transformers' own exporter
+    (``transformers.exporters.OnnxExporter``) on the keyword ``inputs``, each
+    serialized: the model as it is by an ``OnnxConfig``'s settings
+    (:meth:`plain_model`; ``ort_fusions="cpu"`` has ONNX Runtime's fusions
+    applied to the export), and its ``opbridge.patch``-ed copy by one of
+    opbridge's routes (:meth:`route_model`, under
+    :func:`opbridge.export.route`)."""
+
+    def __init__(self, plain: nn.Module, patched: nn.Module, inputs: dict[str, torch.Tensor]):
+        self.plain = plain
+        self.patched = patched
+        self.inputs = inputs
+
+    @staticmethod
+    def takes(key: str) -> bool:
+        """Whether :meth:`route_model` exports by an export key
+        (:func:`opbridge.bench.cases.export_key`): a route PyTorch's
+        exporters take alone (``DOOR_ROUTES``), not the function route or a
+        runtime's rewrite."""
+        return export_parts(key)[0] in DOOR_ROUTES
+
+    def plain_model(self, **config) -> bytes:
+        return self._export(self.plain, config)
+
+    def route_model(self, key: str) -> bytes:
+        """The patched copy by an export key's route, without the forms its
+        runtime computes wrong (``custom@openvino``)."""
+        import opbridge
+
+        route, avoid = export_parts(key)
+        if route not in DOOR_ROUTES:
+            raise ValueError(f"transformers' exporter takes the routes {DOOR_ROUTES}, not {key!r}")
+        with opbridge.export.route(route, avoid=avoid):
+            return self._export(self.patched, {})
+
+    def _export(self, model: nn.Module, config: dict) -> bytes:
+        import onnx_ir
+        from transformers.exporters import OnnxConfig, OnnxExporter
+
+        # The exporter prints its progress; the trace must leave the inputs as they are.
+        with contextlib.redirect_stdout(io.StringIO()):
+            exported = OnnxExporter().export(
+                model, copy.deepcopy(self.inputs), config=OnnxConfig(**config)
+            )
+        return onnx_ir.to_proto(exported.program).SerializeToString()
+
+
+def build_hf_llama(quick: bool, seed: int, generator: torch.Generator) -> ModelCase:
+    """hf_llama: a random-init transformers ``LlamaForCausalLM`` with
+    grouped-query attention, its ``opbridge.patch``-ed copy as the model and
+    the original as ``plain``, on a prompt from ``generator``."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    import opbridge
+
+    size = HF_LLAMA_SIZES[quick]
+    mlp = size["hidden"] * 8 // 3 // 64 * 64
+    config = LlamaConfig(
+        vocab_size=size["vocab"],
+        hidden_size=size["hidden"],
+        intermediate_size=mlp,
+        num_hidden_layers=size["layers"],
+        num_attention_heads=size["heads"],
+        num_key_value_heads=size["kv_heads"],
+        max_position_embeddings=size["seq"],
+    )
+    torch.manual_seed(seed)
+    plain = LlamaForCausalLM(config).eval()
+    patched = opbridge.patch(copy.deepcopy(plain))
+    ids = torch.randint(0, size["vocab"], (1, size["seq"]), generator=generator)
+    what = (
+        f"transformers LlamaForCausalLM (random init), hidden {size['hidden']}, "
+        f"{size['layers']} layers, {size['heads']} heads ({size['kv_heads']} key/value heads: "
+        f"grouped-query attention), MLP {mlp}, vocab {size['vocab']}; prefill of {size['seq']} "
+        "tokens to the logits. opbridge_torch: the opbridge.patch-ed copy; torch_composite: "
+        "transformers' model as it is, whose logits every output is checked against; ONNX "
+        "models by transformers' OnnxExporter: ort_hf_fusions (ort_fusions='cpu', the anchor) "
+        "and ort_hf of transformers' model, the other ort_ and ov_ rows of the patched copy by "
+        "opbridge's routes"
+    )
+    return ModelCase(
+        "hf_llama",
+        Logits(patched),
+        (ids,),
+        what,
+        plain=Logits(plain),
+        input_names=("input_ids",),
+        exports=TransformersExports(plain, patched, {"input_ids": ids}),
+    )
 
 
 # ---------------------------------------------------------------- without opbridge

@@ -96,8 +96,9 @@ def markdown_table(report: dict) -> str:
 def models_markdown(report: dict) -> list[str]:
     """The end-to-end models' table: median and p99 per implementation, its
     ratio to opbridge_torch and to ort_custom (above 1: slower), the largest
-    output difference from opbridge_torch, ONNX Runtime's own operators in
-    the model; then each profile's shares."""
+    output difference from opbridge_torch (hf_llama: from transformers' model
+    in torch), ONNX Runtime's own operators in the model; then each profile's
+    shares."""
     cases: dict[tuple, dict[str, dict]] = {}
     for r in report["results"]:
         if is_end_to_end(r):

@@ -19,6 +19,7 @@ from opbridge import _C, runtimes
 from opbridge.bench import models as bench_models
 from opbridge.bench.cases import (
     DTYPES,
+    HF_SETTINGS,
     RUNTIME_IMPLS,
     RUNTIME_ROUTES,
     RUNTIME_SETTINGS,
@@ -37,7 +38,13 @@ from opbridge.bench.machine import (
     time_calls,
     tune_allocator,
 )
-from opbridge.bench.sessions import export_onnx, fused_ops, route_label, runtime_impls
+from opbridge.bench.sessions import (
+    export_onnx,
+    fused_ops,
+    hf_impls,
+    route_label,
+    runtime_impls,
+)
 from opbridge.ops.rms_norm import CARD as RMS_NORM_CARD
 
 # ---------------------------------------------------------------- demo model
@@ -485,29 +492,61 @@ def compile_choice(case, log, choices: dict) -> Callable | None:
     return compiled
 
 
+def end_to_end_exports(case, want: set[str], log) -> dict[str, bytes]:
+    """The ONNX models of an end-to-end case that the wanted runtime
+    implementations run, by export key: opbridge's exports
+    (:func:`export_onnx`), or the case's own exporter's (hf_llama:
+    transformers', which exports by opbridge's routes only, and exports
+    transformers' model as it is for HF_SETTINGS' implementations, in
+    ``models`` under their names)."""
+    models: dict[str, bytes] = {}
+    for route in RUNTIME_ROUTES:
+        if not any(export_key(impl) == route for impl in want & set(RUNTIME_IMPLS)):
+            continue
+        if case.exports is not None and not case.exports.takes(route):
+            log(
+                f"  {case.name} {route_label(route)}: left out (transformers' exporter exports "
+                "opbridge's operators by opbridge.export.route's routes only)"
+            )
+            continue
+        try:
+            if case.exports is not None:
+                models[route] = case.exports.route_model(route)
+            else:
+                models[route] = export_onnx(case.model, case.inputs, route=route)
+        except Exception as error:
+            log(f"  export {case.name} {route_label(route)}: failed ({error})")
+    for impl, config in HF_SETTINGS.items():
+        if impl in want and case.exports is not None:
+            try:
+                models[impl] = case.exports.plain_model(**config)
+            except Exception as error:
+                log(f"  export {case.name} {impl}: failed ({error})")
+    return models
+
+
 def run_end_to_end(
     settings: Settings, want: set[str], log, results, profiles, choices: dict | None = None
 ) -> dict[str, str]:
     """Times each end-to-end model by each implementation (warm-up at most
-    MODEL_WARMUP calls), with each output checked against opbridge_torch's
-    first, and profiles opbridge_torch and ort_custom. Returns each model's
-    description; ``choices`` gets opbridge_compile_auto's choice by model."""
+    MODEL_WARMUP calls), with each output checked first against
+    opbridge_torch's (against the case's ``plain`` model's where it has one:
+    hf_llama's transformers model), and profiles opbridge_torch and
+    ort_custom. Returns each model's description; ``choices`` gets
+    opbridge_compile_auto's choice by model."""
     model_settings = dataclasses.replace(settings, warmup=min(settings.warmup, MODEL_WARMUP))
     choices = {} if choices is None else choices
     descriptions = {}
     for case in bench_models.build_cases(settings.models, quick=settings.quick_models):
         descriptions[case.name] = case.description
         log(f"{case.name}: {case.description}, input {case.shape} {case.dtype}")
-        composite = bench_models.composite_twin(case.model)
+        if case.plain is not None:
+            composite = reference = case.plain
+        else:
+            composite, reference = bench_models.composite_twin(case.model), case.model
         with torch.no_grad():
-            expected = case.model(*case.inputs)
-        models: dict[str, bytes] = {}
-        for route in RUNTIME_ROUTES:
-            if any(export_key(impl) == route for impl in want & set(RUNTIME_IMPLS)):
-                try:
-                    models[route] = export_onnx(case.model, case.inputs, route=route)
-                except Exception as error:
-                    log(f"  export {case.name} {route_label(route)}: failed ({error})")
+            expected = reference(*case.inputs)
+        models = end_to_end_exports(case, want, log)
         fused = fused_ops(models)
         eager = {"torch_composite": composite, "opbridge_torch": case.model}
         torch._dynamo.reset()
@@ -531,7 +570,9 @@ def run_end_to_end(
                 for impl, module in eager.items()
                 if impl in want
             }
-            fns |= runtime_impls(models, want, threads, case.inputs, log, case.name)
+            args = case.named_inputs() if case.input_names else case.inputs
+            fns |= hf_impls(models, want, threads, case.named_inputs(), log, case.name)
+            fns |= runtime_impls(models, want, threads, args, log, case.name)
             with torch.no_grad():
                 # Each implementation's output check, warm-up and timed calls
                 # back to back (see time_back_to_back).
@@ -565,7 +606,7 @@ def profile_case(case, threads: int, fns: dict, models: dict, log, profiles: lis
         runs["opbridge_torch"] = lambda: bench_models.torch_profile(
             fns["opbridge_torch"], PROFILE_CALLS
         )
-    feeds = {f"input_{i}": t.numpy() for i, t in enumerate(case.inputs)}
+    feeds = {name: t.numpy() for name, t in case.named_inputs().items()}
     for impl, (name, route, level) in RUNTIME_SETTINGS.items():
         runtime, model = runtimes.get(name), models.get(export_key(impl))
         if route == "custom" and impl in fns and model is not None and runtime.profile:

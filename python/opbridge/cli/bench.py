@@ -60,10 +60,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         choices=list(bench_models.MODEL_NAMES),
         metavar="MODEL",
-        help="end-to-end models: " + ", ".join(bench_models.MODEL_NAMES) + " (all when none are "
-        "named); without --ops, only these run, with --ops, these and those ops. A full run "
-        "includes all of them; --ops or --quick includes them only when asked (--quick at toy "
-        "sizes)",
+        help="end-to-end models: " + ", ".join(bench_models.MODEL_NAMES) + " (when none are "
+        "named: " + ", ".join(bench_models.DEFAULT_MODELS) + "); without --ops, only these run, "
+        "with --ops, these and those ops. A full run includes "
+        + ", ".join(bench_models.DEFAULT_MODELS)
+        + "; --ops or --quick includes them only when asked (--quick at toy sizes). hf_llama "
+        "(a transformers Llama with grouped-query attention, exported by transformers' own "
+        "exporter: ort_hf_fusions, its export with ort_fusions='cpu', beside opbridge's routes "
+        "on the opbridge.patch-ed copy) runs only when named, and needs transformers with "
+        "transformers.exporters",
     )
     parser.add_argument(
         "--simd-target", default="", help="force a SIMD target (one of opbridge._C.simd_targets())"
@@ -87,14 +92,15 @@ def resolve_ops(names: list[str] | None) -> list[str]:
 
 
 def end_to_end_models(args: argparse.Namespace) -> list[str]:
-    """The end-to-end models to run: those named by ``--models`` (all when
-    it names none); without ``--models``, all in a full run and none with
+    """The end-to-end models to run: those named by ``--models``
+    (``DEFAULT_MODELS`` when it names none: hf_llama runs only when named);
+    without ``--models``, ``DEFAULT_MODELS`` in a full run and none with
     ``--ops``, ``--quick`` or ``--no-model``."""
     if args.models is not None:
-        return list(dict.fromkeys(args.models or bench_models.MODEL_NAMES))
+        return list(dict.fromkeys(args.models or bench_models.DEFAULT_MODELS))
     if args.ops is not None or args.quick or args.no_model:
         return []
-    return list(bench_models.MODEL_NAMES)
+    return list(bench_models.DEFAULT_MODELS)
 
 
 def runs_demo_model(args: argparse.Namespace) -> bool:
@@ -124,6 +130,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         import_modules(args.imports)
         ops = [] if args.models is not None and args.ops is None else resolve_ops(args.ops)
+        models = end_to_end_models(args)
+        bench_models.check_models(models)
     except FactoryError as error:
         print(f"opbridge bench: {error}", file=sys.stderr)
         return 2
@@ -149,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
         budget_s=0.0 if args.quick else args.budget,
         backward=not args.no_backward,
         impls=args.impls,
-        models=end_to_end_models(args),
+        models=models,
         quick_models=args.quick,
     )
     allocator = "default" if args.default_allocator else tune_allocator()
