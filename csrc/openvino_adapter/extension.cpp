@@ -1,8 +1,12 @@
 // The OpenVINO extension library: one generic ov::op::Op (SpecNode) serves
-// every registered OpSpec of the library, and each spec gets two extensions:
+// every registered OpSpec of the library, and each spec gets these extensions:
 //   - an ONNX frontend conversion (domain, op type, attributes with the
 //     spec's defaults) that turns the library's ONNX node into a SpecNode, so
 //     core.read_model("model.onnx") reads a custom-route model;
+//   - two PyTorch frontend conversions, of the op as a torch.export program
+//     names it ("<namespace>.<op>.default") and as TorchScript names it
+//     ("<namespace>::<op>"), into the same SpecNode, so
+//     openvino.convert_model converts a program that calls the library's ops;
 //   - an op extension under the spec's own type name (the ONNX op type) and
 //     version (the ONNX domain), so an IR written by ov.save_model reads back.
 //
@@ -12,8 +16,9 @@
 // OpenVINO's parallel-for, so a kernel shares the plugin's TBB arena instead
 // of starting threads of its own.
 //
-// The C++ API is used only through openvino::runtime and the ONNX
-// frontend's header-only ConversionExtension. An extension is C++ all the
+// The C++ API is used only through openvino::runtime and the ONNX and
+// PyTorch frontends' header-only ConversionExtensions (a converter sees only
+// the frontends' common NodeContext). An extension is C++ all the
 // way: it only works in the OpenVINO release it was compiled against, which
 // opbridge_openvino_built_with() reports (opbridge doctor compares it with
 // the running one). It and OPENVINO_CREATE_EXTENSIONS are the library's only
@@ -29,6 +34,9 @@
 #include <openvino/core/version.hpp>
 #include <openvino/frontend/node_context.hpp>
 #include <openvino/frontend/onnx/extension/conversion.hpp>
+#include <openvino/frontend/pytorch/extension/conversion.hpp>
+#include <openvino/frontend/sequence_mark.hpp>
+#include <openvino/op/constant.hpp>
 #include <openvino/op/op.hpp>
 #include <string>
 #include <utility>
@@ -495,6 +503,156 @@ ov::OutputVector Convert(const OpSpec& spec, const ov::frontend::NodeContext& no
       ->outputs();
 }
 
+// How a PyTorch program names and returns an op of the library, for the
+// PyTorch frontend: a torch.export (FX) graph names it
+// "<namespace>.<op>.default" and reads each element of a returned tuple
+// through a getitem node on the op's one value; TorchScript names it
+// "<namespace>::<op>" and gives the node one value per returned tensor.
+enum class TorchForm { kExport, kTorchScript };
+
+std::string TorchOpType(const OpSpec& spec, TorchForm form) {
+  if (form == TorchForm::kTorchScript) return spec.TorchName();
+  return std::string(ThisLibrary().torch_namespace) + "." + spec.name + ".default";
+}
+
+// The numbers of a constant argument as the PyTorch frontend gives them
+// (get_values_from_const_input: a scalar, or a vector for a list, of the
+// constant's element type) as doubles; false where `any` holds none of them.
+template <typename T>
+bool TakeNumbers(const ov::Any& any, std::vector<double>* numbers, bool* scalar) {
+  if (any.is<T>()) {
+    numbers->assign(1, static_cast<double>(any.as<T>()));
+    *scalar = true;
+    return true;
+  }
+  if (any.is<std::vector<T>>()) {
+    const std::vector<T>& values = any.as<std::vector<T>>();
+    numbers->assign(values.begin(), values.end());
+    *scalar = false;
+    return true;
+  }
+  return false;
+}
+
+bool NumbersOf(const ov::Any& any, std::vector<double>* numbers, bool* scalar) {
+  return TakeNumbers<double>(any, numbers, scalar) || TakeNumbers<float>(any, numbers, scalar) ||
+         TakeNumbers<int64_t>(any, numbers, scalar) || TakeNumbers<int32_t>(any, numbers, scalar) ||
+         TakeNumbers<bool>(any, numbers, scalar) || TakeNumbers<uint64_t>(any, numbers, scalar) ||
+         TakeNumbers<uint32_t>(any, numbers, scalar) || TakeNumbers<int16_t>(any, numbers, scalar) ||
+         TakeNumbers<uint16_t>(any, numbers, scalar) || TakeNumbers<int8_t>(any, numbers, scalar);
+}
+
+// An argument given by keyword, where the frontend has it: a constant's
+// output for a number or a list, the text for a string; empty otherwise.
+ov::Any KeywordValue(const ov::frontend::NodeContext& node, const std::string& name) {
+  const ov::Any any = node.get_attribute_as_any(name);
+  if (any.is<std::string>()) return any;
+  if (!any.is<ov::Output<ov::Node>>()) return {};
+  const auto constant =
+      ov::as_type_ptr<ov::op::v0::Constant>(any.as<ov::Output<ov::Node>>().get_node_shared_ptr());
+  if (!constant) return {};
+  const std::vector<double> values = constant->cast_vector<double>();
+  if (constant->get_shape().empty() && values.size() == 1) return values[0];
+  return values;
+}
+
+// The attribute `attr` of a PyTorch node, the argument at schema position
+// `position` (after the tensor inputs): given positionally or by keyword,
+// else the spec's default (torch.export leaves out trailing arguments that
+// have their default); a missing required, non-constant or mistyped one is
+// an error naming the op, the attribute and the type expected.
+AttrValue ReadTorchAttribute(const OpSpec& spec, const ov::frontend::NodeContext& node, size_t position,
+                             const AttrSpec& attr) {
+  const std::string expected =
+      spec.TorchName() + ": argument '" + attr.name + "' must be a constant " + AttrTypeName(attr.type);
+  const std::string where = " [node " + QuotedForMessage(node.get_op_type()) + "]";
+  ov::Any value;
+  if (position < node.get_input_size()) {
+    if (!node.input_is_none(position)) {
+      try {
+        value = node.get_values_from_const_input(static_cast<int>(position));
+      } catch (const ov::Exception& error) {
+        OPENVINO_THROW(expected, "; the node's is not (", error.what(), ")", where);
+      }
+    }
+  } else {
+    value = KeywordValue(node, attr.name);
+  }
+  if (value.empty()) {
+    if (attr.has_default) return OnnxDefaultValue(attr);
+    OPENVINO_THROW(expected, ": it has no default and the node does not give it", where);
+  }
+  std::vector<double> numbers;
+  bool scalar = false;
+  switch (attr.type) {
+    case AttrType::kFloat:
+    case AttrType::kInt:
+    case AttrType::kBool:
+      if (NumbersOf(value, &numbers, &scalar) && scalar) return AttrValue(numbers[0]);
+      break;
+    case AttrType::kString:
+      // torch.export's string arrives as its UTF-8 bytes, TorchScript's as text.
+      if (value.is<std::string>()) return AttrValue(value.as<std::string>());
+      if (value.is<std::vector<uint8_t>>()) {
+        const std::vector<uint8_t>& bytes = value.as<std::vector<uint8_t>>();
+        return AttrValue(std::string(bytes.begin(), bytes.end()));
+      }
+      break;
+    case AttrType::kFloats:
+      if (NumbersOf(value, &numbers, &scalar) && !scalar) return AttrValue(numbers);
+      break;
+  }
+  OPENVINO_THROW(expected, "; the node gives another kind of value", where);
+}
+
+// The PyTorch node of one of the library's ops -> a SpecNode. Its
+// arguments come in the schema's order (TorchSchema: the tensor inputs,
+// then the attributes); an optional input is absent where the node gives
+// None or leaves it out. A torch.export node of an op with several outputs
+// returns them as one sequence (ov::frontend::SequenceMark, the frontends'
+// list or tuple), whose elements its getitem nodes take; the frontend drops
+// the sequence once they have.
+ov::OutputVector ConvertTorch(const OpSpec& spec, TorchForm form, const ov::frontend::NodeContext& node) {
+  const std::string where = " [node " + QuotedForMessage(node.get_op_type()) + "]";
+  const size_t count = node.get_input_size();
+  const size_t arguments = spec.inputs.size() + spec.attrs.size();
+  if (count > arguments) {
+    OPENVINO_THROW(spec.TorchName(), ": expects at most ", arguments, " arguments (", spec.TorchSchema(),
+                   "), the node has ", count, where);
+  }
+  ov::OutputVector inputs;
+  std::vector<bool> present(spec.inputs.size(), false);
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    if (i < count) {
+      if (!node.input_is_none(i)) {
+        inputs.push_back(node.get_input(static_cast<int>(i)));
+        present[i] = true;
+      }
+    } else if (!node.get_attribute_as_any(spec.inputs[i].name).empty()) {
+      // Given by keyword: a tensor, or None, which the frontend cannot
+      // turn into an input.
+      try {
+        inputs.push_back(node.get_input(spec.inputs[i].name));
+        present[i] = true;
+      } catch (const std::exception&) {
+      }
+    }
+    if (!present[i] && !spec.inputs[i].optional) {
+      OPENVINO_THROW(spec.TorchName(), ": input '", spec.inputs[i].name, "' is required (",
+                     spec.TorchSchema(), "), the node does not give it", where);
+    }
+  }
+  std::vector<AttrValue> attrs;
+  for (size_t k = 0; k < spec.attrs.size(); ++k) {
+    attrs.push_back(ReadTorchAttribute(spec, node, spec.inputs.size() + k, spec.attrs[k]));
+  }
+  auto op =
+      std::make_shared<SpecNode>(spec, inputs, std::move(present), std::move(attrs), node.get_op_type());
+  node.mark_node(op);
+  if (form == TorchForm::kTorchScript || spec.outputs.size() == 1) return op->outputs();
+  return {std::make_shared<ov::frontend::SequenceMark>(op->outputs())->output(0)};
+}
+
 // Reads a SpecNode back from an IR under the spec's type name and version.
 class SpecOpExtension : public ov::BaseOpExtension {
  public:
@@ -523,6 +681,11 @@ std::vector<ov::Extension::Ptr> LibraryExtensions() {
     extensions.push_back(std::make_shared<ov::frontend::onnx::ConversionExtension>(
         spec->onnx_type, ThisLibrary().onnx_domain,
         [spec](const ov::frontend::NodeContext& node) { return Convert(*spec, node); }));
+    for (const TorchForm form : {TorchForm::kExport, TorchForm::kTorchScript}) {
+      extensions.push_back(std::make_shared<ov::frontend::pytorch::ConversionExtension>(
+          TorchOpType(*spec, form),
+          [spec, form](const ov::frontend::NodeContext& node) { return ConvertTorch(*spec, form, node); }));
+    }
   }
   return extensions;
 }

@@ -5,9 +5,9 @@ module a user's patch rule replaced by a user library's operator exports by
 ``OnnxExporter`` and runs in a stock ONNX Runtime session, the library
 registered ONNX Runtime's way (or, by the standard route, no library).
 
-transformers' ``OpenVINOExporter`` is not a door yet: it converts the
-torch.export program with OpenVINO's PyTorch frontend, and opbridge's
-OpenVINO extension converts its operators for the ONNX frontend only."""
+transformers' ``OpenVINOExporter`` converts the torch.export program with
+OpenVINO's PyTorch frontend: tests/runtimes/test_openvino_pytorch_frontend.py
+runs it, after ``opbridge.runtimes.openvino.register_with_transformers()``."""
 
 from __future__ import annotations
 

@@ -3,9 +3,13 @@
 Each operator library built with the SDK has, beside its ONNX Runtime
 library, an OpenVINO extension library (``lib<name>_openvino.so``) where
 OpenVINO's CMake package was found at build time: the ONNX frontend's
-conversion of the library's domain, and the ops an IR written by
+conversion of the library's domain, the PyTorch frontend's conversion of
+its ops (``openvino.convert_model`` of a ``torch.export`` program or a
+TorchScript model, given the extension), and the ops an IR written by
 ``ov.save_model`` reads back with. :func:`compile_model` and the runtime's
-sessions add the extension of every loaded library.
+sessions add the extension of every loaded library;
+:func:`register_with_transformers` hands them to transformers'
+``OpenVINOExporter``.
 
 Precision: OpenVINO's CPU plugin computes in bfloat16 by default on CPUs
 that have it, a change of the model's numbers. Everything here compiles
@@ -59,6 +63,41 @@ def get_library_path(library: Library | None = None) -> str:
     default, or that of a loaded ``library``; what ``core.add_extension``
     takes."""
     return RUNTIME.library_path(library or BUILTIN)
+
+
+def register_with_transformers() -> list[str]:
+    """Adds the OpenVINO extension of every loaded library that has one (and
+    opbridge's own, which must) to the extensions transformers'
+    ``OpenVINOExporter`` passes to ``openvino.convert_model``, so that it
+    converts a model ``opbridge.patch`` changed; returns the paths it added
+    (none where each was there already). A library loaded afterwards needs
+    another call.
+
+    transformers has no public hook for this: the list is
+    ``transformers.exporters.exporter_openvino._OV_CONVERSION_EXTENSIONS``,
+    private to transformers, and a RuntimeError says so where a release no
+    longer has it."""
+    import transformers
+    from transformers.exporters import exporter_openvino
+
+    extensions = getattr(exporter_openvino, "_OV_CONVERSION_EXTENSIONS", None)
+    if not isinstance(extensions, list):
+        raise RuntimeError(
+            f"transformers {transformers.__version__} has no list "
+            "transformers.exporters.exporter_openvino._OV_CONVERSION_EXTENSIONS (private to "
+            "transformers) to add opbridge's OpenVINO extensions to"
+        )
+    there = {extension for extension in extensions if isinstance(extension, str)}
+    added = []
+    for library in libraries():
+        if library is not BUILTIN and not _extension_file(library).is_file():
+            continue
+        path = RUNTIME.library_path(library)
+        if path not in there:
+            extensions.append(path)
+            there.add(path)
+            added.append(path)
+    return added
 
 
 _CORE_LOCK = threading.Lock()
