@@ -2,9 +2,11 @@
 
 Run by ``./dev lint``. It refuses:
 
-- an import hook (``sys.meta_path``) anywhere in the package but the one
-  that waits for ``torch.distributed.tensor`` (``ops/sharding.py``, which
-  registers sharding strategies and renames nothing);
+- an import hook (``sys.meta_path``) anywhere in the package but the two
+  that wait for another package's import and rename nothing: for
+  ``torch.distributed.tensor`` (``ops/sharding.py``, which registers
+  sharding strategies) and for transformers' OpenVINO exporter
+  (``runtimes/openvino.py``, which hands it the OpenVINO extensions);
 - a module-level ``__getattr__`` in a package's ``__init__.py`` (the way a
   package answers for names it does not hold);
 - a public name (``__all__``) of a package that is a module other than the
@@ -59,7 +61,7 @@ FORMER = {
     "opbridge.ops._contrib": "opbridge.ops.contrib",
 }
 NAMING_FORMER = {"scripts/check_one_name.py", "tests/test_layout.py"}
-IMPORT_HOOKS_ALLOWED = {"python/opbridge/ops/sharding.py"}
+IMPORT_HOOKS_ALLOWED = {"python/opbridge/ops/sharding.py", "python/opbridge/runtimes/openvino.py"}
 # "opbridge.deploy.quantize: ..." opens the quantizer's messages (the function
 # opbridge.deploy.quantize.quantize), which its tests assert word for word.
 MESSAGE_PREFIXES = ("opbridge.deploy.quantize: ",)

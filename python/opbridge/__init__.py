@@ -10,7 +10,7 @@ by ``./dev lint``): ``cli``; ``bench``; ``demo``; ``deploy`` and
 ``integrations``; ``autoroute`` and ``compiling``; ``verify`` and ``patching``; ``sdk``;
 ``export`` and ``runtimes``; ``nn``; ``ops``; the libraries (``_library``).
 
-Importing opbridge does four things beyond defining its modules, and
+Importing opbridge does five things beyond defining its modules, and
 nothing else (this list is the one place that says so; a test holds it):
 
 1. It loads opbridge's own operator library (``opbridge._C`` and its
@@ -31,6 +31,12 @@ nothing else (this list is the one place that says so; a test holds it):
    for ``dynamo=False``, and a translation per operator in the dynamo
    exporter's default table, so that a plain ``torch.onnx.export`` of a model
    with these operators works.
+5. It hands every loaded library's OpenVINO extension, and that of every
+   library loaded later, to transformers' ``OpenVINOExporter``
+   (:func:`opbridge.runtimes.openvino.install_transformers_door`): at once
+   if ``transformers.exporters.exporter_openvino`` is imported, else through
+   one import finder that waits for that import and removes itself when it
+   comes (opbridge does not import transformers itself).
 
 Runtime packages (ONNX Runtime, OpenVINO, ExecuTorch) and the SDK's test
 helpers are imported on first use.

@@ -7,7 +7,7 @@ registered ONNX Runtime's way (or, by the standard route, no library).
 
 transformers' ``OpenVINOExporter`` converts the torch.export program with
 OpenVINO's PyTorch frontend: tests/runtimes/test_openvino_pytorch_frontend.py
-runs it, after ``opbridge.runtimes.openvino.register_with_transformers()``."""
+runs it (importing opbridge hands the exporter opbridge's extensions)."""
 
 from __future__ import annotations
 

@@ -2,10 +2,14 @@
 torch.export program (and a TorchScript model) that calls opbridge's
 operators converts with ``openvino.convert_model(..., extension=[path])``,
 a two-output operator included, and transformers' ``OpenVINOExporter``
-converts a patched Llama once :func:`register_with_transformers` has
-handed it the extension."""
+converts a patched Llama with no opbridge call: importing opbridge hands it
+the extension when transformers' exporter is imported, whichever comes
+first."""
 
 from __future__ import annotations
+
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -171,10 +175,10 @@ def test_transformers_openvino_exporter_converts_a_patched_llama():
         want = model(input_ids=ids).logits.numpy()
     opbridge.patch(model)
 
+    # Handed over when transformers' exporter was imported: no call needed.
     path = openvino_runtime.get_library_path()
-    openvino_runtime.register_with_transformers()
-    assert openvino_runtime.register_with_transformers() == []  # once only
     assert path in exporters.exporter_openvino._OV_CONVERSION_EXTENSIONS
+    assert openvino_runtime.register_with_transformers() == []  # once only
 
     exported = exporters.OpenVINOExporter().export(
         model, {"input_ids": ids}, config=exporters.OpenVINOConfig()
@@ -183,3 +187,31 @@ def test_transformers_openvino_exporter_converts_a_patched_llama():
     compiled = ov.Core().compile_model(exported.program, "CPU", F32)
     got = compiled({"input_ids": ids.numpy()})[compiled.output("logits")]
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-4)
+
+
+ORDERS = {
+    "opbridge first": "import opbridge\nfrom transformers.exporters import exporter_openvino\n",
+    "transformers first": "from transformers.exporters import exporter_openvino\nimport opbridge\n",
+}
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_transformers_exporter_gets_the_extensions_whichever_is_imported_first(order):
+    pytest.importorskip("transformers.exporters")
+    code = ORDERS[order] + (
+        "import sys\n"
+        "path = opbridge.runtimes.openvino.get_library_path()\n"
+        "assert exporter_openvino._OV_CONVERSION_EXTENSIONS.count(path) == 1\n"
+        "finders = [type(f).__name__ for f in sys.meta_path]\n"
+        "assert '_TransformersFinder' not in finders, finders\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=300)
+
+
+def test_a_transformers_without_the_list_is_a_warning_not_an_error(monkeypatch):
+    exporters = pytest.importorskip("transformers.exporters")
+    monkeypatch.delattr(exporters.exporter_openvino, "_OV_CONVERSION_EXTENSIONS")
+    with pytest.warns(UserWarning, match="OpenVINOExporter will not convert opbridge's operators"):
+        openvino_runtime._register_with_transformers_quietly()
+    with pytest.raises(RuntimeError, match="_OV_CONVERSION_EXTENSIONS"):
+        openvino_runtime.register_with_transformers()

@@ -87,3 +87,9 @@ def get(name: str | Runtime | None = None) -> Runtime:
     if key not in _REGISTERED:
         raise ValueError(f"opbridge: runtime must be one of {names()}, got {name!r}")
     return _REGISTERED[key]
+
+
+# transformers' OpenVINOExporter converts a patched model once it has the
+# libraries' OpenVINO extensions: handed to it when it is imported (one of
+# the import effects that opbridge's docstring lists).
+openvino.install_transformers_door()

@@ -19,14 +19,18 @@ with ``INFERENCE_PRECISION_HINT`` f32 unless the caller asks for another.
 from __future__ import annotations
 
 import ctypes
+import importlib.abc
+import importlib.util
 import os
+import sys
 import threading
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from opbridge import _dtypes
-from opbridge._library import BUILTIN, Library, libraries, library_for_domain
+from opbridge._library import BUILTIN, ON_LOAD, Library, libraries, library_for_domain
 from opbridge.runtimes.base import (
     Runtime,
     RuntimeCheck,
@@ -65,13 +69,14 @@ def get_library_path(library: Library | None = None) -> str:
     return RUNTIME.library_path(library or BUILTIN)
 
 
-def register_with_transformers() -> list[str]:
+def register_with_transformers(*, required: bool = True) -> list[str]:
     """Adds the OpenVINO extension of every loaded library that has one (and
-    opbridge's own, which must) to the extensions transformers'
-    ``OpenVINOExporter`` passes to ``openvino.convert_model``, so that it
-    converts a model ``opbridge.patch`` changed; returns the paths it added
-    (none where each was there already). A library loaded afterwards needs
-    another call.
+    opbridge's own, which must where ``required``) to the extensions
+    transformers' ``OpenVINOExporter`` passes to ``openvino.convert_model``,
+    so that it converts a model ``opbridge.patch`` changed; returns the
+    paths it added (none where each was there already). Importing opbridge
+    does this when transformers' exporter is imported, and again for every
+    library loaded later (:func:`install_transformers_door`).
 
     transformers has no public hook for this: the list is
     ``transformers.exporters.exporter_openvino._OV_CONVERSION_EXTENSIONS``,
@@ -90,7 +95,7 @@ def register_with_transformers() -> list[str]:
     there = {extension for extension in extensions if isinstance(extension, str)}
     added = []
     for library in libraries():
-        if library is not BUILTIN and not _extension_file(library).is_file():
+        if not _extension_file(library).is_file() and (library is not BUILTIN or not required):
             continue
         path = RUNTIME.library_path(library)
         if path not in there:
@@ -98,6 +103,77 @@ def register_with_transformers() -> list[str]:
             there.add(path)
             added.append(path)
     return added
+
+
+# transformers' OpenVINOExporter passes this module's list of extensions to
+# openvino.convert_model.
+TRANSFORMERS_EXPORTER = "transformers.exporters.exporter_openvino"
+_DOOR_LOCK = threading.Lock()
+
+
+def _register_with_transformers_quietly() -> None:
+    """:func:`register_with_transformers` for what is built; a warning,
+    not an error, where transformers no longer has the list (the import
+    that brought it here goes on)."""
+    try:
+        register_with_transformers(required=False)
+    except RuntimeError as error:
+        warnings.warn(
+            f"opbridge: transformers' OpenVINOExporter will not convert opbridge's "
+            f"operators: {error}",
+            stacklevel=3,
+        )
+
+
+class _TransformersLoader(importlib.abc.Loader):
+    """Runs transformers' exporter module, then hands it the extensions."""
+
+    def __init__(self, loader):
+        self._loader = loader
+
+    def create_module(self, spec):
+        return self._loader.create_module(spec)
+
+    def exec_module(self, module):
+        self._loader.exec_module(module)
+        _register_with_transformers_quietly()
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+class _TransformersFinder(importlib.abc.MetaPathFinder):
+    """Waits for the import of transformers' OpenVINO exporter (once)."""
+
+    def find_spec(self, name, path=None, target=None):
+        if name != TRANSFORMERS_EXPORTER:
+            return None
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is not None and spec.loader is not None:
+            spec.loader = _TransformersLoader(spec.loader)
+        return spec
+
+
+def _on_load(library: Library) -> None:
+    if TRANSFORMERS_EXPORTER in sys.modules:
+        _register_with_transformers_quietly()
+
+
+def install_transformers_door() -> None:
+    """Hands every loaded library's OpenVINO extension to transformers'
+    ``OpenVINOExporter`` (:func:`register_with_transformers`): at once if
+    its module is imported, else through one import finder that waits for
+    that import and removes itself when it comes; and the extension of every
+    library loaded later (opbridge does not import transformers itself)."""
+    with _DOOR_LOCK:
+        if _on_load not in ON_LOAD:
+            ON_LOAD.append(_on_load)
+        if TRANSFORMERS_EXPORTER in sys.modules:
+            _register_with_transformers_quietly()
+        elif not any(isinstance(f, _TransformersFinder) for f in sys.meta_path):
+            sys.meta_path.insert(0, _TransformersFinder())
 
 
 _CORE_LOCK = threading.Lock()
