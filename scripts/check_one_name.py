@@ -2,11 +2,10 @@
 
 Run by ``./dev lint``. It refuses:
 
-- an import hook (``sys.meta_path``) anywhere in the package but the two
-  that wait for another package's import and rename nothing: for
-  ``torch.distributed.tensor`` (``ops/sharding.py``, which registers
-  sharding strategies) and for transformers' OpenVINO exporter
-  (``runtimes/openvino.py``, which hands it the OpenVINO extensions);
+- an import hook (``sys.meta_path``) anywhere in the package but the one
+  that waits for another package's import and renames nothing
+  (``_imports.py``: the DTensor sharding strategies, transformers' OpenVINO
+  exporter);
 - a module-level ``__getattr__`` in a package's ``__init__.py`` (the way a
   package answers for names it does not hold);
 - a public name (``__all__``) of a package that is a module other than the
@@ -61,7 +60,7 @@ FORMER = {
     "opbridge.ops._contrib": "opbridge.ops.contrib",
 }
 NAMING_FORMER = {"scripts/check_one_name.py", "tests/test_layout.py"}
-IMPORT_HOOKS_ALLOWED = {"python/opbridge/ops/sharding.py", "python/opbridge/runtimes/openvino.py"}
+IMPORT_HOOKS_ALLOWED = {"python/opbridge/_imports.py"}
 # "opbridge.deploy.quantize: ..." opens the quantizer's messages (the function
 # opbridge.deploy.quantize.quantize), which its tests assert word for word.
 MESSAGE_PREFIXES = ("opbridge.deploy.quantize: ",)

@@ -20,9 +20,6 @@ nothing happens. A strategy registered by someone else for an op (with
 from __future__ import annotations
 
 import functools
-import importlib.abc
-import importlib.util
-import sys
 import threading
 import warnings
 from collections.abc import Sequence
@@ -31,6 +28,7 @@ from typing import Any
 
 import torch
 
+from opbridge._imports import WaitingFinder, when_imported
 from opbridge._library import ON_LOAD, Library, library_for_namespace
 from opbridge.ops._card import _ON_REGISTER, Card, Layout, cards
 
@@ -472,35 +470,8 @@ def _on_load(library: Library) -> None:
                 _register_card(card)
 
 
-class _Loader(importlib.abc.Loader):
-    """Runs torch.distributed.tensor's own loader, then registers the strategies."""
-
-    def __init__(self, loader):
-        self._loader = loader
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        self._loader.exec_module(module)
-        _register_all()
-
-    def __getattr__(self, name):
-        return getattr(self._loader, name)
-
-
-class _Finder(importlib.abc.MetaPathFinder):
+class _Finder(WaitingFinder):
     """Waits for the import of torch.distributed.tensor (once)."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != DTENSOR_MODULE:
-            return None
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.loader is not None:
-            spec.loader = _Loader(spec.loader)
-        return spec
 
 
 def install() -> None:
@@ -513,7 +484,4 @@ def install() -> None:
             ON_LOAD.append(_on_load)
         if not torch.distributed.is_available():
             return
-        if DTENSOR_MODULE in sys.modules:
-            _register_all()
-        elif not any(isinstance(f, _Finder) for f in sys.meta_path):
-            sys.meta_path.insert(0, _Finder())
+        when_imported(DTENSOR_MODULE, _register_all, _Finder)

@@ -19,8 +19,6 @@ with ``INFERENCE_PRECISION_HINT`` f32 unless the caller asks for another.
 from __future__ import annotations
 
 import ctypes
-import importlib.abc
-import importlib.util
 import os
 import sys
 import threading
@@ -30,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from opbridge import _dtypes
+from opbridge._imports import WaitingFinder, when_imported
 from opbridge._library import BUILTIN, ON_LOAD, Library, libraries, library_for_domain
 from opbridge.runtimes.base import (
     Runtime,
@@ -125,35 +124,8 @@ def _register_with_transformers_quietly() -> None:
         )
 
 
-class _TransformersLoader(importlib.abc.Loader):
-    """Runs transformers' exporter module, then hands it the extensions."""
-
-    def __init__(self, loader):
-        self._loader = loader
-
-    def create_module(self, spec):
-        return self._loader.create_module(spec)
-
-    def exec_module(self, module):
-        self._loader.exec_module(module)
-        _register_with_transformers_quietly()
-
-    def __getattr__(self, name):
-        return getattr(self._loader, name)
-
-
-class _TransformersFinder(importlib.abc.MetaPathFinder):
+class _TransformersFinder(WaitingFinder):
     """Waits for the import of transformers' OpenVINO exporter (once)."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != TRANSFORMERS_EXPORTER:
-            return None
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
-        if spec is not None and spec.loader is not None:
-            spec.loader = _TransformersLoader(spec.loader)
-        return spec
 
 
 def _on_load(library: Library) -> None:
@@ -170,10 +142,9 @@ def install_transformers_door() -> None:
     with _DOOR_LOCK:
         if _on_load not in ON_LOAD:
             ON_LOAD.append(_on_load)
-        if TRANSFORMERS_EXPORTER in sys.modules:
-            _register_with_transformers_quietly()
-        elif not any(isinstance(f, _TransformersFinder) for f in sys.meta_path):
-            sys.meta_path.insert(0, _TransformersFinder())
+        when_imported(
+            TRANSFORMERS_EXPORTER, _register_with_transformers_quietly, _TransformersFinder
+        )
 
 
 _CORE_LOCK = threading.Lock()

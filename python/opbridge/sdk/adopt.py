@@ -29,7 +29,7 @@ from pathlib import Path
 
 from opbridge.ops import UnknownOperatorError, card
 from opbridge.ops.adopted import schema_spec
-from opbridge.sdk.scaffold import camel, render
+from opbridge.sdk.scaffold import camel, render, write_files
 
 # Where kernel.cpp's loop goes: the lines between the markers are replaced.
 KERNEL_BEGIN = "  // --- the loop of your kernel: from here ---"
@@ -361,13 +361,4 @@ def write_from_op(
     directory, source: str, namespace: str | None = None, domain: str | None = None
 ) -> list[Path]:
     """Writes :func:`files` into ``directory`` (new, or empty); the paths written."""
-    directory = Path(directory)
-    if directory.exists() and any(directory.iterdir()):
-        raise FileExistsError(f"opbridge new-op: {directory} exists and is not empty")
-    written = []
-    for relative, text in files(source, namespace, domain).items():
-        path = directory / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text)
-        written.append(path)
-    return written
+    return write_files(directory, files(source, namespace, domain))

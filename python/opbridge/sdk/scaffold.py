@@ -80,11 +80,17 @@ def write(
 ) -> list[Path]:
     namespace = namespace or f"{name}_ops"
     domain = domain or f"com.example.{namespace}"
+    return write_files(directory, files(name, namespace, domain))
+
+
+def write_files(directory, project: dict[str, str]) -> list[Path]:
+    """Writes a project's files (relative path -> text) into ``directory``
+    (new, or empty); the paths written."""
     directory = Path(directory)
     if directory.exists() and any(directory.iterdir()):
         raise FileExistsError(f"opbridge new-op: {directory} exists and is not empty")
     written = []
-    for relative, text in files(name, namespace, domain).items():
+    for relative, text in project.items():
         path = directory / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
