@@ -56,8 +56,10 @@ FORMER = {
     "opbridge.fusions": "opbridge.patching.fused",
     "opbridge.bench_models": "opbridge.bench.models",
     "opbridge.models": "opbridge.demo.models",
-    "opbridge.ops._builder": "opbridge.ops.builder",
-    "opbridge.ops._contrib": "opbridge.ops.contrib",
+    "opbridge.ops._builder": "opbridge.export.builder",
+    "opbridge.ops._contrib": "opbridge.export.contrib",
+    "opbridge.ops.builder": "opbridge.export.builder",
+    "opbridge.ops.contrib": "opbridge.export.contrib",
 }
 NAMING_FORMER = {"scripts/check_one_name.py", "tests/test_layout.py"}
 IMPORT_HOOKS_ALLOWED = {"python/opbridge/_imports.py"}

@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tomllib
 
 import onnxruntime
 import pytest
@@ -116,7 +117,10 @@ def test_importing_opbridge_has_the_documented_effects_only():
         "from opbridge.ops.sharding import DTENSOR_MODULE\n"
         "added = [f for f in sys.meta_path if f not in finders]\n"
         "distributed = torch.distributed.is_available()\n"
-        "ours = ['opbridge.ops.sharding'] * distributed + ['opbridge.runtimes.openvino']\n"
+        "ours = ['opbridge.ops.sharding'] * distributed + ['opbridge.runtimes.openvino',\n"
+        "    'opbridge.export.translation']\n"
+        "for package in ('onnxscript', 'onnx_ir'):\n"
+        "    assert package not in sys.modules, package\n"
         "assert sorted(type(f).__module__ for f in added) == sorted(ours), added\n"
         "assert hasattr(torch.ops.opbridge, 'rms_norm')\n"
         "assert list(_RESOLVERS) == ['auto'], _RESOLVERS\n"
@@ -250,6 +254,17 @@ def test_verify_runs_in_a_registered_runtime(monkeypatch):
     assert report.passed, report.failures()
     assert report.runtime == "other" and report.levels == ["as_exported", "fast"]
     assert set(opened) == {"as_exported", "fast"}
+
+
+def test_the_guide_lists_the_layers_the_lint_checks():
+    """The contributing guide's list of the layers is the layers contract."""
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    contract = next(c for c in config["tool"]["importlinter"]["contracts"] if c["type"] == "layers")
+    expected = [[name.strip() for name in layer.split("|")] for layer in contract["layers"]]
+    guide = " ".join((ROOT / "docs" / "contributing.md").read_text().split())
+    listed = guide.split("Each layer imports only the layers below it: ", 1)[1].split(". ", 1)[0]
+    found = [[name.strip(" `") for name in layer.split("|")] for layer in listed.split(", ")]
+    assert found == expected
 
 
 def _package_copy(tmp_path):

@@ -9,6 +9,19 @@
 # executorch package, so the loader maps the module a Python process has
 # already imported, not a second copy with a registry of its own.
 include_guard(GLOBAL)
+set_property(GLOBAL APPEND PROPERTY OPBRIDGE_OPT_IN_ADAPTERS executorch)
+
+# opbridge's own library: with OPBRIDGE_BUILD_EXECUTORCH, but for the
+# sanitizer builds (ExecuTorch's runtime is not instrumented).
+function(_opbridge_own_adapter_executorch out_var)
+  option(OPBRIDGE_BUILD_EXECUTORCH "Build the ExecuTorch kernel library (needs the executorch package; ./dev builds it)"
+         OFF)
+  if(OPBRIDGE_BUILD_EXECUTORCH AND NOT OPBRIDGE_SANITIZE)
+    set(${out_var} TRUE PARENT_SCOPE)
+  else()
+    set(${out_var} FALSE PARENT_SCOPE)
+  endif()
+endfunction()
 
 macro(_opbridge_find_executorch)
   if(NOT OPBRIDGE_EXECUTORCH_DIR)

@@ -8,7 +8,8 @@ an explicit route (:mod:`opbridge.export`), and runs in the runtimes of
 The package is layered, each layer importing only the ones below it (checked
 by ``./dev lint``): ``cli``; ``bench``; ``demo``; ``deploy`` and
 ``integrations``; ``autoroute`` and ``compiling``; ``verify`` and ``patching``; ``sdk``;
-``export`` and ``runtimes``; ``nn``; ``ops``; the libraries (``_library``).
+``export`` and ``runtimes``; ``nn``; ``ops``; the libraries (``_library``,
+``_stable``); ``_schema``, ``_dtypes`` and ``_imports``.
 
 Importing opbridge does five things beyond defining its modules, and
 nothing else (this list is the one place that says so; a test holds it):
@@ -30,7 +31,10 @@ nothing else (this list is the one place that says so; a test holds it):
    a symbolic per operator with ``torch.onnx.register_custom_op_symbolic``
    for ``dynamo=False``, and a translation per operator in the dynamo
    exporter's default table, so that a plain ``torch.onnx.export`` of a model
-   with these operators works.
+   with these operators works. The table is filled at once if the dynamo
+   exporter is imported, else through one import finder that waits for its
+   import (the first export's) and removes itself when it comes: opbridge
+   does not import the exporter (onnxscript, onnx_ir) itself.
 5. It hands every loaded library's OpenVINO extension, and that of every
    library loaded later, to transformers' ``OpenVINOExporter``
    (:func:`opbridge.runtimes.openvino.install_transformers_door`): at once

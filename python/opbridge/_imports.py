@@ -34,15 +34,16 @@ class _Loader(importlib.abc.Loader):
 
 
 class WaitingFinder(importlib.abc.MetaPathFinder):
-    """Waits for the import of ``module`` (once), then calls ``after``. A
-    user subclasses it, so that ``sys.meta_path`` says whose finder it is."""
+    """Waits for the import of the first of ``modules`` to be imported
+    (once), then calls ``after`` when that import is done. A user subclasses
+    it, so that ``sys.meta_path`` says whose finder it is."""
 
-    def __init__(self, module: str, after: Callable[[], None]):
-        self.module = module
+    def __init__(self, modules: tuple[str, ...], after: Callable[[], None]):
+        self.modules = modules
         self.after = after
 
     def find_spec(self, name, path=None, target=None):
-        if name != self.module:
+        if name not in self.modules:
             return None
         if self in sys.meta_path:
             sys.meta_path.remove(self)
@@ -53,12 +54,19 @@ class WaitingFinder(importlib.abc.MetaPathFinder):
 
 
 def when_imported(
-    module: str, after: Callable[[], None], finder: type[WaitingFinder] = WaitingFinder
+    module: str | tuple[str, ...],
+    after: Callable[[], None],
+    finder: type[WaitingFinder] = WaitingFinder,
 ) -> None:
     """Calls ``after`` now if ``module`` is imported, else when it is
     imported, through one ``finder`` (a :class:`WaitingFinder`) at the head
-    of ``sys.meta_path`` (none added where one already waits for it)."""
-    if module in sys.modules:
+    of ``sys.meta_path`` (none added where one already waits for it).
+
+    ``module`` may be a tuple of modules that import each other: ``after``
+    is called when the import of whichever comes first is done, which has
+    imported the others whole."""
+    modules = (module,) if isinstance(module, str) else module
+    if any(name in sys.modules for name in modules):
         after()
-    elif not any(isinstance(f, finder) and f.module == module for f in sys.meta_path):
-        sys.meta_path.insert(0, finder(module, after))
+    elif not any(isinstance(f, finder) and f.modules == modules for f in sys.meta_path):
+        sys.meta_path.insert(0, finder(modules, after))

@@ -305,6 +305,13 @@ def library_for_domain(domain: str) -> Library | None:
     return None
 
 
+def library_nodes(model, among: list | None = None) -> list:
+    """The nodes of ``model``'s graph (an ``onnx.ModelProto``) in the domain
+    of one of the libraries ``among`` (default: every loaded library)."""
+    domains = {library.onnx_domain for library in (libraries() if among is None else among)}
+    return [node for node in model.graph.node if node.domain in domains]
+
+
 def library_for_namespace(namespace: str) -> Library | None:
     return _LIBRARIES.get(namespace)
 

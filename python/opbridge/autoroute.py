@@ -15,10 +15,11 @@ must run without a custom-op library):
    model's shapes, weighted by how often the model makes that call.
 
 The operator takes the fastest candidate that verified (ties go to the route
-listed first in ``PREFERENCE``); a route that fails to export or to verify is
-never chosen. A route that is a candidate for other operators but has no
-form of its own for this one (``ort`` for a card without an ort form) is
-listed unmeasured ("no ort form") rather than left out of the table.
+of the lowest :attr:`~opbridge.export.routes.Route.auto_rank`); a route that
+fails to export or to verify is never chosen. A route that is a candidate
+for other operators but has no form of its own for this one (``ort`` for a
+card without an ort form) is listed unmeasured ("no ort form") rather than
+left out of the table.
 Timing each operator apart keeps the choice about the operator: in a
 whole-model timing the matrix products' run-to-run noise can exceed an
 operator's whole cost. The choice is deterministic given the timings, and
@@ -41,8 +42,6 @@ from opbridge.ops.call import OpCall
 from opbridge.ops.calls import Call, record_calls
 from opbridge.verify import verify
 
-# Tie-break order between candidates of equal time.
-PREFERENCE = ("custom", "ort", "standard")
 WARMUP = runtimes.WARMUP
 REPEATS = runtimes.REPEATS
 
@@ -147,13 +146,6 @@ def _candidate_routes(op: str, requires_library: bool) -> tuple[list[str], dict[
     return measured, skipped
 
 
-def ort_timer(threads: int | None = None) -> Timer:
-    """Times a model in ONNX Runtime (all graph optimizations; ``threads``
-    intra-op threads, default ONNX Runtime's): the median of ``REPEATS`` runs
-    after ``WARMUP``, in milliseconds."""
-    return runtimes.get("onnxruntime").timer(threads)
-
-
 def _one_line(error: BaseException) -> str:
     text = str(error).strip().splitlines()
     return f"{type(error).__name__}: {text[0] if text else ''}"
@@ -208,9 +200,10 @@ def _measure(
     return Candidate(op, route, True, worst, total_ms)
 
 
-def _preference(route: str) -> int:
-    order = list(dict.fromkeys([*PREFERENCE, *routes.names()]))
-    return order.index(route)
+def _rank(route: str) -> int:
+    """Where ``route`` stands among candidates of equal time (its
+    :attr:`~opbridge.export.routes.Route.auto_rank`, then registry order)."""
+    return [found.name for found in routes.by_auto_rank()].index(route)
 
 
 def _resolve(model: torch.nn.Module, args: Any, options: ExportOptions) -> RouteChoice:
@@ -268,7 +261,7 @@ def choose(
         if not verified:
             reasons = "; ".join(f"{c.route}: {c.detail}" for c in measured + unmeasured)
             raise RuntimeError(f"opbridge: no route of {op} verifies for this model ({reasons})")
-        best = min(verified, key=lambda c: (c.median_ms, _preference(c.route)))
+        best = min(verified, key=lambda c: (c.median_ms, _rank(c.route)))
         choice.plan[op] = best.route
     return choice
 

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import opbridge
-from opbridge.ops.contrib import MICROSOFT, check_model
+from opbridge.export.contrib import MICROSOFT, check_model
 
 from op_cases import OPS, as_tuple
 

@@ -116,7 +116,7 @@ def test_operator_of_another_library_with_an_onnx_symbolic(registry, tmp_path):
     standard decomposition), its ONNX Runtime rows are timed too."""
     from torch.onnx import symbolic_helper
 
-    from opbridge.ops.builder import LegacyBuilder
+    from opbridge.export.builder import LegacyBuilder
 
     card = register_card(importlib.import_module("user_op_card").CARD)
 

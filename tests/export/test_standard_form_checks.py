@@ -12,10 +12,10 @@ import torch
 
 import opbridge
 from opbridge.export import ExportError, form_checks
-from opbridge.export.decompositions import _decomposition
+from opbridge.export.builder import ProtoBuilder, ProtoValue
+from opbridge.export.decompositions import standard_form as _decomposition
 from opbridge.export.nodes import bind
 from opbridge.ops import _card, card, register_card
-from opbridge.ops.builder import ProtoBuilder, ProtoValue
 
 EXPORTERS = [pytest.param(True, id="dynamo"), pytest.param(False, id="legacy")]
 

@@ -24,18 +24,20 @@ MODEL_IMPLS = ("opbridge_compile", "opbridge_compile_auto")
 
 # The runtime implementations timed: each route's model at the runtime's
 # default level ("<runtime>_<route's bench name>": ort_custom, ort_standard,
-# ort_fused for the ort route), the standard route also at the base level
-# ("_nofusion", for a runtime with more than one level), and each of the
-# runtime's own rewrites of an export (Runtime.rewrites: ONNX Runtime's
+# ort_fused for the ort route), a route with bench_base_level (the standard
+# route) also at the base level ("_nofusion", for a runtime with more than
+# one level), and each of the
+# runtime's own rewrites of an export (Runtime.bench.rewrites: ONNX Runtime's
 # "contrib", the standard route rewritten into its contrib operators, is
 # ort_contrib). Name -> (route or rewrite, level).
 def runtime_settings(runtime: runtimes.Runtime) -> dict[str, tuple[str, str]]:
     settings = {}
     for route in routes.routes().values():
         settings[f"{runtime.short}_{route.bench_name}"] = (route.name, runtime.default_level)
-        if route.name == "standard" and runtime.base_level != runtime.default_level:
-            settings[f"{runtime.short}_standard_nofusion"] = ("standard", runtime.base_level)
-    for name in runtime.rewrites:
+        if route.bench_base_level and runtime.base_level != runtime.default_level:
+            nofusion = f"{runtime.short}_{route.bench_name}_nofusion"
+            settings[nofusion] = (route.name, runtime.base_level)
+    for name in runtime.bench.rewrites:
         settings[f"{runtime.short}_{name}"] = (name, runtime.default_level)
     return settings
 
@@ -43,8 +45,8 @@ def runtime_settings(runtime: runtimes.Runtime) -> dict[str, tuple[str, str]]:
 def model_rewrite(name: str) -> runtimes.ModelRewrite | None:
     """The registered runtimes' rewrite of an export called ``name``, if any."""
     for runtime in map(runtimes.get, runtimes.names()):
-        if name in runtime.rewrites:
-            return runtime.rewrites[name]
+        if name in runtime.bench.rewrites:
+            return runtime.bench.rewrites[name]
     return None
 
 

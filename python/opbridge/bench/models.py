@@ -46,7 +46,7 @@ from opbridge import nn as obnn
 from opbridge._library import library_for_domain
 from opbridge.bench.cases import export_parts
 from opbridge.demo.models import LlamaStyleBlock, SmallVisionNet
-from opbridge.export.doors import DOOR_ROUTES
+from opbridge.export.routes import door_routes
 from opbridge.ops import card
 
 MODEL_NAMES = ("llama_prefill", "llama_decode", "vision", "hf_llama")
@@ -269,9 +269,9 @@ class TransformersExports:
     def takes(key: str) -> bool:
         """Whether :meth:`route_model` exports by an export key
         (:func:`opbridge.bench.cases.export_key`): a route PyTorch's
-        exporters take alone (``DOOR_ROUTES``), not the function route or a
-        runtime's rewrite."""
-        return export_parts(key)[0] in DOOR_ROUTES
+        exporters take alone (:func:`~opbridge.export.routes.door_routes`),
+        not the function route or a runtime's rewrite."""
+        return export_parts(key)[0] in door_routes()
 
     def plain_model(self, **config) -> bytes:
         return self._export(self.plain, config)
@@ -282,8 +282,10 @@ class TransformersExports:
         import opbridge
 
         route, avoid = export_parts(key)
-        if route not in DOOR_ROUTES:
-            raise ValueError(f"transformers' exporter takes the routes {DOOR_ROUTES}, not {key!r}")
+        if route not in door_routes():
+            raise ValueError(
+                f"transformers' exporter takes the routes {door_routes()}, not {key!r}"
+            )
         with opbridge.export.route(route, avoid=avoid):
             return self._export(self.patched, {})
 
@@ -479,7 +481,7 @@ def runtime_profile(
     runtime, model: bytes, feeds: dict, threads: int, calls: int, level: str
 ) -> Profile:
     """The shares of ``runtime``'s profile of ``model`` (its
-    :attr:`~opbridge.runtimes.Runtime.profile`: one untimed run, then
+    :attr:`~opbridge.runtimes.BenchHooks.profile`: one untimed run, then
     ``calls`` profiled). opbridge's operators: op types of nodes in a loaded
     operator library's domain; matrix products: the runtime's
     ``matmul_ops``."""
@@ -490,8 +492,8 @@ def runtime_profile(
         for node in onnx.load_from_string(model).graph.node
         if library_for_domain(node.domain) is not None
     }
-    times = runtime.profile(model, feeds, threads, calls, level)
-    return shares(times, lambda op: op in ours, lambda op: op in runtime.matmul_ops)
+    times = runtime.bench.profile(model, feeds, threads, calls, level)
+    return shares(times, lambda op: op in ours, lambda op: op in runtime.bench.matmul_ops)
 
 
 def torch_profile(fn: Callable[[], object], calls: int) -> Profile:

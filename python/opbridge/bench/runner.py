@@ -45,6 +45,7 @@ from opbridge.bench.sessions import (
     route_label,
     runtime_impls,
 )
+from opbridge.export import routes
 from opbridge.ops.rms_norm import CARD as RMS_NORM_CARD
 
 # ---------------------------------------------------------------- demo model
@@ -597,6 +598,13 @@ def run_end_to_end(
     return descriptions
 
 
+def _runs_kernels(route: str) -> bool:
+    """Whether a runtime implementation's route (or rewrite) runs the
+    library's kernels: a route whose models need the operator library."""
+    found = routes.routes().get(route)
+    return found is not None and found.needs_library
+
+
 def profile_case(case, threads: int, fns: dict, models: dict, log, profiles: list) -> None:
     """Shares of operator time of opbridge_torch (torch.profiler) and of
     each runtime's custom-route implementation whose runtime has a profiler
@@ -609,7 +617,7 @@ def profile_case(case, threads: int, fns: dict, models: dict, log, profiles: lis
     feeds = {name: t.numpy() for name, t in case.named_inputs().items()}
     for impl, (name, route, level) in RUNTIME_SETTINGS.items():
         runtime, model = runtimes.get(name), models.get(export_key(impl))
-        if route == "custom" and impl in fns and model is not None and runtime.profile:
+        if _runs_kernels(route) and impl in fns and model is not None and runtime.bench.profile:
             runs[impl] = functools.partial(
                 bench_models.runtime_profile, runtime, model, feeds, threads, PROFILE_CALLS, level
             )

@@ -18,13 +18,12 @@ from opbridge.bench.cases import (
     model_rewrite,
 )
 from opbridge.export import export, routes
-from opbridge.runtimes.base import feeds_call
 
 
 def export_onnx(module: nn.Module, args: tuple, *, route: str) -> bytes:
     """Exports by ``route`` with the legacy exporter (quick), static shapes
     as a deployed model would usually have. ``route`` may name a runtime's
-    rewrite of an export (:attr:`opbridge.runtimes.Runtime.rewrites`:
+    rewrite of an export (:attr:`opbridge.runtimes.BenchHooks.rewrites`:
     ``"contrib"``, the standard route at its opset rewritten into ONNX
     Runtime's contrib operators), or be an export key (``"ort@openvino"``:
     the route, without the forms that runtime computes wrong)."""
@@ -57,7 +56,7 @@ def fused_ops(models: dict[str, bytes]) -> dict[str, list[str]]:
     fused = {}
     for impl, (_, route, _) in RUNTIME_SETTINGS.items():
         key = export_key(impl)
-        if (route == "ort" or model_rewrite(route)) and key in models:
+        if key in models and (model_rewrite(route) or routes.get(route).runtime_ops):
             fused[impl] = bench_models.contrib_ops(onnx.load_from_string(models[key]))
     for impl in HF_IMPLS:
         if impl in models:
@@ -92,10 +91,10 @@ def by_input_names(session, inputs: dict) -> tuple:
 def session_call(runtime: str, session, args: tuple | dict) -> Callable[[], object]:
     """One call of ``runtime``'s session on torch tensors: ``args`` in order,
     or a dict of them by the session's input names; the runtime's
-    ``bench_call``, else :func:`opbridge.runtimes.base.feeds_call`."""
+    :attr:`~opbridge.runtimes.BenchHooks.call`."""
     if isinstance(args, dict):
         args = by_input_names(session, args)
-    return (runtimes.get(runtime).bench_call or feeds_call)(session, args)
+    return runtimes.get(runtime).bench.call(session, args)
 
 
 def impl_runner(session, args: tuple | dict, impl: str) -> Callable[[], object]:

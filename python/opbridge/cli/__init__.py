@@ -2,8 +2,8 @@
 
 Each command is one module here with ``HELP``, ``add_arguments(parser)`` and
 ``run(args) -> exit status``, and one entry in :data:`COMMANDS`. What several
-commands share (the model loader, ``--import``, the route and runtime flags)
-is in :mod:`opbridge.cli.common`.
+commands share (the model loader, ``--import``, every flag two commands
+take) is in :mod:`opbridge.cli.common`, defined once.
 """
 
 from __future__ import annotations

@@ -16,7 +16,12 @@ from opbridge.bench.cases import DTYPES, IMPLS, OpCase
 from opbridge.bench.machine import machine_description, tune_allocator
 from opbridge.bench.report import markdown_table, plot
 from opbridge.bench.runner import Settings, op_sizes, run_benchmark
-from opbridge.cli.common import FactoryError, add_import_argument, import_modules
+from opbridge.cli.common import (
+    FactoryError,
+    add_import_argument,
+    add_threads_argument,
+    import_modules,
+)
 
 HELP = (
     "benchmark the operators, the demo model and end-to-end models against PyTorch and ONNX "
@@ -42,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--sizes", nargs="+", default=None, help="size names to run (small, cache, dram)"
     )
-    parser.add_argument("--threads", nargs="+", type=int, default=None, help="default: 1 and all")
+    add_threads_argument(parser, "default: 1 and all", several=True)
     parser.add_argument("--impls", nargs="+", default=list(IMPLS), choices=list(IMPLS))
     parser.add_argument("--warmup", type=int, default=50, help="untimed calls per measurement")
     parser.add_argument("--iters", type=int, default=20, help="minimum timed calls")

@@ -1,6 +1,7 @@
 """What the commands share: the model loader (``path/to/file.py:function``
 or ``demo``), ``--import`` for a user's operator library, and the flags
-several commands take (route, runtime, opset)."""
+several commands take (route, runtime, opset, exporter, batch and sequence
+dimensions, threads)."""
 
 from __future__ import annotations
 
@@ -16,11 +17,15 @@ from opbridge.sdk.factory import FactoryError
 __all__ = [
     "FACTORY_FORM",
     "FactoryError",
+    "add_batch_arguments",
+    "add_dynamic_sequence_argument",
     "add_import_argument",
+    "add_legacy_argument",
     "add_model_argument",
     "add_opset_argument",
     "add_route_argument",
     "add_runtime_argument",
+    "add_threads_argument",
     "build_model",
     "import_modules",
     "int_list",
@@ -137,6 +142,49 @@ def add_runtime_argument(parser: argparse.ArgumentParser) -> None:
 
 def add_opset_argument(parser: argparse.ArgumentParser, help: str) -> None:
     parser.add_argument("--opset", type=int, default=None, help=help)
+
+
+def add_legacy_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--legacy", action="store_true", help="export with the TorchScript exporter (dynamo=False)"
+    )
+
+
+def add_batch_arguments(parser: argparse.ArgumentParser, dynamic: bool) -> None:
+    """``--dynamic-batch`` and ``--static-batch``, one or the other, into
+    ``args.dynamic_batch``; ``dynamic`` is the command's default."""
+    batch = parser.add_mutually_exclusive_group()
+    batch.add_argument(
+        "--dynamic-batch",
+        dest="dynamic_batch",
+        action="store_true",
+        help="export with a dynamic batch dimension (dimension 0)"
+        + (" (the default)" if dynamic else ""),
+    )
+    batch.add_argument(
+        "--static-batch",
+        dest="dynamic_batch",
+        action="store_false",
+        help="export with the example's batch size fixed" + ("" if dynamic else " (the default)"),
+    )
+    parser.set_defaults(dynamic_batch=dynamic)
+
+
+def add_dynamic_sequence_argument(parser: argparse.ArgumentParser, help: str = "") -> None:
+    """``--dynamic-sequence``; ``help`` adds what the command does with it."""
+    parser.add_argument(
+        "--dynamic-sequence",
+        action="store_true",
+        help="export with dimension 1 of every input of two or more dimensions dynamic too"
+        + (f", {help}" if help else ""),
+    )
+
+
+def add_threads_argument(parser: argparse.ArgumentParser, help: str, several: bool = False) -> None:
+    """``--threads``: one count, or ``several`` (``--threads 1 4``)."""
+    parser.add_argument(
+        "--threads", type=int, nargs="+" if several else None, default=None, help=help
+    )
 
 
 def int_list(text: str) -> list[int]:

@@ -34,7 +34,7 @@ def diagnose() -> tuple[list[tuple[str, str]], list[Check]]:
     try:
         import torch
 
-        from opbridge._library import _C
+        from opbridge import _C
     except ImportError as error:
         checks.append(Check("native extension loads", False, str(error)))
         return facts, checks

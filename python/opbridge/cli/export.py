@@ -16,11 +16,15 @@ from pathlib import Path
 
 from opbridge.cli.common import (
     FactoryError,
+    add_batch_arguments,
+    add_dynamic_sequence_argument,
     add_import_argument,
+    add_legacy_argument,
     add_model_argument,
     add_opset_argument,
     add_route_argument,
     add_runtime_argument,
+    add_threads_argument,
     build_model,
     import_modules,
 )
@@ -48,18 +52,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="the model must run in a stock ONNX Runtime: auto leaves out the custom route",
     )
-    parser.add_argument(
-        "--legacy", action="store_true", help="the TorchScript exporter (dynamo=False)"
-    )
-    parser.add_argument(
-        "--dynamic-batch", action="store_true", help="a dynamic batch dimension (dimension 0)"
-    )
-    parser.add_argument(
-        "--dynamic-sequence",
-        action="store_true",
-        help="dimension 1 of every input of two or more dimensions dynamic too",
-    )
-    parser.add_argument("--threads", type=int, default=None, help="runtime threads (auto)")
+    add_legacy_argument(parser)
+    add_batch_arguments(parser, dynamic=False)
+    add_dynamic_sequence_argument(parser)
+    add_threads_argument(parser, "runtime threads (auto)")
     parser.add_argument(
         "--json", type=Path, default=None, help="also write auto's candidates and choice as JSON"
     )

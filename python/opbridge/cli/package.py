@@ -10,6 +10,7 @@ from pathlib import Path
 from opbridge.cli.common import (
     FactoryError,
     add_import_argument,
+    add_threads_argument,
     import_modules,
     require_libraries,
 )
@@ -23,7 +24,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("model", type=Path, help="the ONNX model")
     parser.add_argument("--name", help="the model's name in the repository (default: file stem)")
     parser.add_argument("--max-batch-size", type=int, default=8)
-    parser.add_argument("--threads", type=int, default=None, help="intra-op threads per instance")
+    add_threads_argument(parser, "intra-op threads per instance")
     parser.add_argument("--instances", type=int, default=1)
     parser.add_argument("--mount", help="the repository's path as the server sees it")
     add_import_argument(parser)

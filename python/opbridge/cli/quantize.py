@@ -14,7 +14,7 @@ from opbridge.cli.common import (
     import_modules,
     require_libraries,
 )
-from opbridge.deploy.quantize import _model_inputs, dataset_report, load_samples, quantize
+from opbridge.deploy.quantize import dataset_report, load_samples, model_inputs, quantize
 
 HELP = "int8-quantize an ONNX model with opbridge nodes (ONNX Runtime's quantizer)"
 
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     )
     if args.dataset:
         torch_model.eval()
-        inputs = _model_inputs(os.fspath(args.output))
+        inputs = model_inputs(os.fspath(args.output))
         try:
             samples = load_samples(args.dataset, list(inputs), inputs)
         except (ValueError, FileNotFoundError, FactoryError) as error:

@@ -11,8 +11,12 @@ from pathlib import Path
 from opbridge.cli.common import (
     FACTORY_FORM,
     FactoryError,
+    add_batch_arguments,
+    add_dynamic_sequence_argument,
     add_import_argument,
+    add_legacy_argument,
     add_model_argument,
+    add_opset_argument,
     add_route_argument,
     add_runtime_argument,
     build_model,
@@ -50,18 +54,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--atol", type=float, default=None, help="default: 1e-7 for float64 outputs, else 1e-5"
     )
-    parser.add_argument("--opset", type=int, default=None, help="ONNX opset for the export")
-    parser.add_argument(
-        "--legacy", action="store_true", help="export with the TorchScript exporter (dynamo=False)"
-    )
-    parser.add_argument(
-        "--static-batch", action="store_true", help="export without a dynamic batch dimension"
-    )
-    parser.add_argument(
-        "--dynamic-sequence",
-        action="store_true",
-        help="export with dimension 1 of every input of 2+ dimensions dynamic too, and sweep it",
-    )
+    add_opset_argument(parser, "ONNX opset for the export")
+    add_legacy_argument(parser)
+    add_batch_arguments(parser, dynamic=True)
+    add_dynamic_sequence_argument(parser, "and sweep it")
     parser.add_argument(
         "--sequence-lengths",
         type=int_list,
@@ -145,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
             atol=args.atol,
             opset=args.opset,
             dynamo=not args.legacy,
-            dynamic_batch=not args.static_batch,
+            dynamic_batch=args.dynamic_batch,
             dynamic_sequence=args.dynamic_sequence,
             batch_sizes=args.batch_sizes,
             sequence_lengths=args.sequence_lengths,

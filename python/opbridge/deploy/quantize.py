@@ -191,7 +191,7 @@ def _numpy(value: Any) -> np.ndarray:
     return np.asarray(value)
 
 
-def _model_inputs(model_path: str) -> dict[str, InputShape]:
+def model_inputs(model_path: str) -> dict[str, InputShape]:
     """The model's inputs (initializers aside), in order, with their shapes:
     a fixed dimension as an int, a dynamic one as its dim_param or None; None
     for an input without a shape."""
@@ -299,7 +299,7 @@ def _quantize(model, output, calibration, mode, per_channel, nodes_to_exclude) -
             nodes_to_exclude=nodes_to_exclude or [],
         )
     else:
-        inputs = _model_inputs(model)
+        inputs = model_inputs(model)
         samples = load_samples(calibration, list(inputs), inputs)
         count = len(samples)
 

@@ -20,18 +20,24 @@ The routes (one module each under :mod:`opbridge.export.routes`):
 
 ``route`` may also be a dict from operator (``"rms_norm"`` or
 ``"<namespace>::<op>"``) to one of the operator routes (what ``"auto"``
-chose, to reproduce it); operators it does not name take ``"custom"``.
+chose, to reproduce it); operators it does not name take the default route,
+:data:`DEFAULT_ROUTE` (``"custom"``). Export resolves ``route`` once into
+an :class:`~opbridge.export.routes.plan.ExportPlan`, the route of every
+operator, which both exporters' hooks, the form checks, the routes'
+additions and the metadata read.
 
 Every loaded operator library takes part (:func:`opbridge.load_library`).
 
 The route is always the caller's choice; nothing is inferred from the
 environment or from whether the library is loaded.
 
-Modules by concern: :mod:`~opbridge.export.routes` (the route registry),
-:mod:`~opbridge.export.decompositions` (each operator's standard form and
-its routes' forms), :mod:`~opbridge.export.translation` (both exporters'
-hooks), :mod:`~opbridge.export.opsets`, :mod:`~opbridge.export.dynamic`
-(dynamic dimensions), :mod:`~opbridge.export.metadata`,
+Modules by concern: :mod:`~opbridge.export.routes` (the route registry and
+the export's plan), :mod:`~opbridge.export.decompositions` (each operator's
+standard form), :mod:`~opbridge.export.builder` (the builder a form is
+written on), :mod:`~opbridge.export.contrib` (ONNX Runtime's own operators),
+:mod:`~opbridge.export.translation` (both exporters' hooks),
+:mod:`~opbridge.export.opsets`, :mod:`~opbridge.export.dynamic` (dynamic
+dimensions), :mod:`~opbridge.export.metadata`,
 :mod:`~opbridge.export.form_checks` (the standard forms against the specs),
 :mod:`~opbridge.export.functions` (the function route's bodies),
 :mod:`~opbridge.export.simplify` and :mod:`~opbridge.export.doors` (the route
@@ -42,7 +48,6 @@ these operators works, by :data:`DEFAULT_ROUTE` or the route set with
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import os
 from collections.abc import Callable
@@ -50,17 +55,13 @@ from typing import Any
 
 import torch
 
-from opbridge.export import doors
-from opbridge.export import routes as _routes
-from opbridge.export.decompositions import (
-    _check_route,
-    _decomposition,
-    op_route,
-)
-from opbridge.export.doors import DEFAULT_ROUTE, route
-from opbridge.export.dynamic import _legacy_dynamic_axes, batch_dynamic_shapes, dynamic_spec
+from opbridge.export import doors, routes
+from opbridge.export.contrib import drop_unused_outputs
+from opbridge.export.decompositions import standard_form
+from opbridge.export.doors import route
+from opbridge.export.dynamic import batch_dynamic_shapes, dynamic_spec, legacy_dynamic_axes
 from opbridge.export.errors import ExportError
-from opbridge.export.metadata import _set_library_domain_versions, stamp_metadata
+from opbridge.export.metadata import set_library_domain_versions, stamp_metadata
 from opbridge.export.nodes import (
     ONNX_ATTRIBUTE_TYPES,
     attr_value,
@@ -70,12 +71,14 @@ from opbridge.export.nodes import (
 from opbridge.export.opsets import (
     DYNAMO_BUILD_OPSET,
     OPSET_RANGES,
-    _check_opset_import,
-    _ConversionLog,
+    ConversionLog,
     check_opset,
+    check_opset_import,
     decomposition_opset,
 )
 from opbridge.export.options import DEFAULT_OPSET, ExportOptions
+from opbridge.export.routes import DEFAULT as DEFAULT_ROUTE
+from opbridge.export.routes.plan import ExportPlan
 from opbridge.export.translation import (
     exportable,
     install_doors,
@@ -83,7 +86,6 @@ from opbridge.export.translation import (
     register_legacy_symbolics,
     translation_table,
 )
-from opbridge.ops.contrib import drop_unused_outputs
 
 # Names of this module that other modules and users import (the re-exported
 # node helpers among them).
@@ -94,6 +96,7 @@ __all__ = [
     "OPSET_RANGES",
     "ExportError",
     "ExportOptions",
+    "ExportPlan",
     "attr_value",
     "batch_dynamic_shapes",
     "bind",
@@ -102,7 +105,6 @@ __all__ = [
     "dynamic_spec",
     "export",
     "onnx_schema",
-    "op_route",
     "register_legacy_symbolics",
     "route",
     "routes",
@@ -157,9 +159,9 @@ def export(
     dynamic ``batch`` dimension; the export fails if the model fixes it.
 
     ``route`` is one of :func:`opbridge.export.routes.choices` (see the
-    module's documentation), a dict from operator to route, or the
+    module's documentation), a dict from operator to route, the
     :class:`opbridge.autoroute.RouteChoice` that ``route="auto"`` makes
-    (recorded as "auto"). ``"auto"`` chooses per operator with
+    (recorded as "auto"), or an :class:`ExportPlan`. ``"auto"`` chooses per operator with
     :func:`opbridge.autoroute.choose` (which exports, verifies and times each
     candidate; ``requires_library=False`` leaves out the custom route, for a
     model that must run in a stock ONNX Runtime).
@@ -170,14 +172,14 @@ def export(
     :class:`~opbridge.export.simplify.SimplifyWarning` that says why.
     """
     settings = (options or ExportOptions()).merged(kwargs, "opbridge.export.export")
-    route, label, settings = _resolve_route(route, model, args, settings)
+    plan = _plan(route, model, args, settings)
     dynamic_shapes = _dynamic_shapes(model, args, settings)
     opset = check_opset(settings.opset, dynamo=settings.dynamo)
-    proto, conversion = _run_exporter(model, args, route, opset, dynamic_shapes, kwargs, settings)
-    _check_opset_import(proto, opset, settings.dynamo, conversion)
+    proto, conversion = _run_exporter(model, args, plan, opset, dynamic_shapes, kwargs, settings)
+    check_opset_import(proto, opset, settings.dynamo, conversion)
     drop_unused_outputs(proto)
-    _finish(proto, route, opset, settings.avoid)
-    stamp_metadata(proto, route, label)
+    _finish(proto, plan, opset)
+    stamp_metadata(proto, plan)
     if settings.simplify:
         from opbridge.export.simplify import simplify
 
@@ -187,19 +189,13 @@ def export(
     return proto
 
 
-def _resolve_route(route, model, args, settings: ExportOptions):
-    """``(route, label, settings)``: a route name a resolver answers for
-    (``"auto"``) replaced by its plan, a :class:`RouteChoice` by its plan
-    (recorded as "auto", its avoided forms added to the settings'); checked."""
-    label = None
+def _plan(route, model, args, settings: ExportOptions) -> ExportPlan:
+    """The export's plan: ``route`` resolved once (a route name a resolver
+    answers for, ``"auto"``, replaced by what it chooses), with the settings'
+    forms to avoid."""
     if isinstance(route, str) and route in _RESOLVERS:
         route = _RESOLVERS[route](model, args, settings)
-    if hasattr(route, "plan"):  # a RouteChoice
-        avoid = settings.avoid | frozenset(getattr(route, "avoid", ()))
-        settings = dataclasses.replace(settings, avoid=avoid)
-        route, label = dict(route.plan), "auto"
-    _check_route(route)
-    return route, label, settings
+    return ExportPlan.of(route, avoid=settings.avoid)
 
 
 def _dynamic_shapes(model, args, settings: ExportOptions):
@@ -214,7 +210,9 @@ def _dynamic_shapes(model, args, settings: ExportOptions):
     return batch_dynamic_shapes(args, model if settings.dynamo else None)
 
 
-def _run_exporter(model, args, route, opset: int, dynamic_shapes, kwargs, settings: ExportOptions):
+def _run_exporter(
+    model, args, plan: ExportPlan, opset: int, dynamic_shapes, kwargs, settings: ExportOptions
+):
     """``(proto, conversion)``: the model exported by the settings' exporter
     (the conversion log of the dynamo exporter's version converter, else
     None); an :class:`ExportError` raised inside torch's exporter comes out
@@ -223,23 +221,23 @@ def _run_exporter(model, args, route, opset: int, dynamic_shapes, kwargs, settin
 
     try:
         if settings.dynamo:
-            return _export_dynamo(model, args, route, opset, dynamic_shapes, kwargs, settings.avoid)
+            return _export_dynamo(model, args, plan, opset, dynamic_shapes, kwargs)
         # The symbolics PyTorch's own door uses, following this export's
         # plan; registered again at this opset, over any registered there
         # by register_legacy_symbolics.
         for library in exportable():
             register_door_symbolics(library, opset=opset)
         if dynamic_shapes is not None:
-            kwargs = _legacy_dynamic_axes(args, dynamic_shapes, kwargs)
+            kwargs = legacy_dynamic_axes(args, dynamic_shapes, kwargs)
         buffer = io.BytesIO()
         # No custom_opsets: given a domain the graph turns out not to use,
         # torch warns "Custom opset domain ... is not used in the model"
         # (for every model without library nodes); the library domains
         # the graph does use get their versions here instead.
-        with doors.following(doors.Plan(route, settings.avoid)):
+        with doors.following(plan):
             torch.onnx.export(model, args, buffer, dynamo=False, opset_version=opset, **kwargs)
         proto = onnx.load_from_string(buffer.getvalue())
-        _set_library_domain_versions(proto)
+        set_library_domain_versions(proto)
         return proto, None
     except Exception as error:
         refused = _find_cause(error, ExportError)
@@ -257,46 +255,40 @@ def _write(proto, f) -> None:
         onnx.save(proto, os.fspath(f))
 
 
-def _finish(proto, route: str | dict, opset: int, avoid: frozenset[str] = frozenset()) -> None:
+def _finish(proto, plan: ExportPlan, opset: int) -> None:
     """Each route's additions to the exported model (:attr:`Route.finish`),
     for the library nodes of the operators it exported."""
-    used = set(route.values()) if isinstance(route, dict) else {route}
-    if isinstance(route, dict):
-        used.add("custom")  # what the operators the plan does not name take
     by_type = {
         (library.onnx_domain, spec["onnx_type"]): (library, name)
         for library in exportable()
         for name, spec in library.specs().items()
     }
-    for name in sorted(used):
-        finish = _routes.get(name).finish
-        if finish is None:
+    for used in plan.used():
+        if used.finish is None:
             continue
 
-        def selected(node, name=name):
+        def selected(node, used=used):
             found = by_type.get((node.domain, node.op_type))
-            return found is not None and op_route(route, *found) == name
+            return found is not None and plan.route_of(*found) is used
 
         try:
-            finish(proto, selected, opset, _decomposition, avoid)
+            used.finish(proto, selected, opset, standard_form, plan.avoid)
         except ExportError:
             raise
         except (ValueError, NotImplementedError) as error:
-            raise ExportError(f"opbridge.export.export: the {name} route: {error}") from error
+            raise ExportError(f"opbridge.export.export: the {used.name} route: {error}") from error
 
 
-def _export_dynamo(
-    model, args, route: str, opset: int, dynamic_shapes, kwargs: dict, avoid=frozenset()
-):
+def _export_dynamo(model, args, plan: ExportPlan, opset: int, dynamic_shapes, kwargs: dict):
     def run(opset_version: int):
-        with _ConversionLog() as conversion:
+        with ConversionLog() as conversion:
             program = torch.onnx.export(
                 model,
                 args,
                 dynamo=True,
                 opset_version=opset_version,
                 dynamic_shapes=dynamic_shapes,
-                custom_translation_table=translation_table(route, opset=opset, avoid=avoid),
+                custom_translation_table=translation_table(plan, opset=opset),
                 **kwargs,
             )
         return program.model_proto, conversion

@@ -16,8 +16,9 @@ mechanisms:
 
 Both are registered when a library is loaded (opbridge's own on import):
 :func:`opbridge.export.translation.install_doors`.
-Each operator is exported by :data:`DEFAULT_ROUTE`, or by the route set for
-a block of code with :func:`route`; the dynamo exporter's nodes of an
+Each operator is exported by the default route
+(:data:`opbridge.export.routes.DEFAULT`), or by the route set for a block of
+code with :func:`route`; the dynamo exporter's nodes of an
 operator carry the route in their ``opbridge.route`` metadata, which
 ``opbridge verify`` of the file reads. :func:`opbridge.export.export` uses
 the same registrations, with its own route, checks and metadata.
@@ -28,71 +29,48 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Iterator
-from dataclasses import dataclass
 
-from opbridge.export.decompositions import _check_route
+from opbridge.export import routes
+from opbridge.export.routes.plan import ExportPlan
 
-# What a plain torch.onnx.export makes of an operator: one node of its
-# library's domain, which ONNX Runtime runs with the library registered
+# None: the default route for every operator: one node of its library's
+# domain, which ONNX Runtime runs with the library registered
 # (sess_options.register_custom_ops_library(get_library_path())).
-DEFAULT_ROUTE = "custom"
-# The routes PyTorch's exporters can take alone: the function route's bodies
-# and auto's measurements need opbridge.export.export.
-DOOR_ROUTES = ("custom", "standard", "ort")
-
-
-@dataclass(frozen=True)
-class Plan:
-    """The route of every operator in an export: ``route`` (one route for
-    every operator, or a dict from operator to route) and the ONNX forms the
-    export must ``avoid`` (:attr:`~opbridge.export.ExportOptions.avoid`)."""
-
-    route: str | dict = DEFAULT_ROUTE
-    avoid: frozenset[str] = frozenset()
-
-
-_DEFAULT_PLAN = Plan()
-# None: the default plan.
-_ACTIVE: contextvars.ContextVar[Plan | None] = contextvars.ContextVar(
+_ACTIVE: contextvars.ContextVar[ExportPlan | None] = contextvars.ContextVar(
     "opbridge_export_plan", default=None
 )
 
 
-def active() -> Plan:
+def active() -> ExportPlan:
     """The plan an export in this context follows."""
-    return _ACTIVE.get() or _DEFAULT_PLAN
+    return _ACTIVE.get() or ExportPlan.of(routes.DEFAULT)
 
 
 @contextlib.contextmanager
-def route(route: str | dict, *, avoid: frozenset[str] | set[str] = frozenset()) -> Iterator[Plan]:
+def route(
+    route: str | dict, *, avoid: frozenset[str] | set[str] = frozenset()
+) -> Iterator[ExportPlan]:
     """Within the block, PyTorch's own exporters export every operator of
-    the loaded libraries by ``route`` (one of ``custom``, ``standard`` and
-    ``ort``, or a dict from operator to one of them) instead of
-    :data:`DEFAULT_ROUTE`::
+    the loaded libraries by ``route`` (one of
+    :func:`opbridge.export.routes.door_routes`: ``custom``, ``standard`` and
+    ``ort``, or a dict from operator to one of them) instead of the default
+    route::
 
         with opbridge.export.route("standard"):
             torch.onnx.export(model, args, "model.onnx", dynamo=True)
 
     ``avoid``: ONNX forms the export must not emit, as for
     :func:`opbridge.export.export`. The setting is per thread and task
-    (a context variable), never an environment variable."""
-    _check_route(route, DOOR_ROUTES)
-    if isinstance(route, dict):
-        refused = {op: r for op, r in route.items() if r not in DOOR_ROUTES}
-        if refused:
-            raise ValueError(
-                f"opbridge.export.route: PyTorch's exporters take the routes {DOOR_ROUTES}, "
-                f"got {refused}; export with opbridge.export.export for the others"
-            )
-    token = _ACTIVE.set(Plan(route, frozenset(avoid)))
-    try:
-        yield active()
-    finally:
-        _ACTIVE.reset(token)
+    (a context variable), never an environment variable. The routes
+    PyTorch's exporters cannot take alone (the function route's bodies,
+    auto's measurements) need :func:`opbridge.export.export`."""
+    plan = ExportPlan.of(route, avoid=avoid, allowed=routes.door_routes())
+    with following(plan):
+        yield plan
 
 
 @contextlib.contextmanager
-def following(plan: Plan) -> Iterator[None]:
+def following(plan: ExportPlan) -> Iterator[None]:
     """Within the block, exports follow ``plan``, any route included:
     :func:`opbridge.export.export` runs PyTorch's exporter inside it."""
     token = _ACTIVE.set(plan)

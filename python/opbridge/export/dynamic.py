@@ -63,7 +63,7 @@ def dynamic_spec(args: tuple, model: Any = None, *, batch: bool, sequence: bool)
     return specs
 
 
-def _legacy_dynamic_axes(args: tuple, dynamic_shapes: Any, kwargs: dict) -> dict:
+def legacy_dynamic_axes(args: tuple, dynamic_shapes: Any, kwargs: dict) -> dict:
     kwargs = dict(kwargs)
     names = list(kwargs.get("input_names") or [f"input_{i}" for i in range(len(args))])
     kwargs["input_names"] = names

@@ -70,7 +70,7 @@ def seen_dynamo(value: Any) -> Seen | None:
     dtype = None
     if getattr(value, "dtype", None) is not None:
         try:
-            dtype = _dtype_name(int(value.dtype))
+            dtype = _dtypes.FROM_ONNX.get(int(value.dtype))
         except (TypeError, ValueError):
             dtype = None
     shape = getattr(value, "shape", None)
@@ -100,21 +100,10 @@ def seen_legacy(value: Any) -> Seen | None:
 
 
 def seen_proto(value: Any) -> Seen | None:
-    """An input of a function body (an :class:`opbridge.ops.builder.ProtoValue`)."""
+    """An input of a function body (an :class:`opbridge.export.builder.ProtoValue`)."""
     if value is None:
         return None
     return Seen(value.dtype, None if value.shape is None else tuple(value.shape))
-
-
-def _dtype_name(elem_type: int) -> str | None:
-    import onnx
-
-    if elem_type == onnx.TensorProto.BFLOAT16:
-        return "bfloat16"
-    try:
-        return onnx.helper.tensor_dtype_to_np_dtype(elem_type).name
-    except (KeyError, ValueError, TypeError):
-        return None
 
 
 def _hashable(value: Any) -> Any:
@@ -344,7 +333,7 @@ class _Check:
         import onnx
         from onnx import helper
 
-        from opbridge.ops.builder import ProtoBuilder, ProtoValue
+        from opbridge.export.builder import ProtoBuilder, ProtoValue
 
         builder = ProtoBuilder(self.opset, self.avoid)
         values = [
@@ -412,7 +401,7 @@ class _Check:
         tensor = got.tensor_type
         prefix = f"{self.qualified}: its {self.what}, {where}: output {output!r}"
         if tensor.elem_type:
-            gives = _dtype_name(tensor.elem_type) or str(tensor.elem_type)
+            gives = _dtypes.FROM_ONNX.get(tensor.elem_type) or str(tensor.elem_type)
             if gives != dtype:
                 raise _error(f"{prefix} is {gives}, its spec's shape rule gives {dtype}")
         if not tensor.HasField("shape"):

@@ -21,11 +21,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from opbridge import _dtypes
 from opbridge._library import Library
+from opbridge.export.builder import ProtoBuilder, ProtoValue
 from opbridge.export.form_checks import check_form, seen_proto
 from opbridge.export.nodes import attribute_proto_type
 from opbridge.ops.adopted import exportable_for_domain
-from opbridge.ops.builder import ProtoBuilder, ProtoValue
 
 # The IR version that has function overloads.
 OVERLOAD_IR_VERSION = 10
@@ -55,17 +56,11 @@ def _value_types(model) -> dict[str, Any]:
 
 
 def _proto_value(name: str, formal: str, types: dict) -> ProtoValue:
-    import onnx
-
     found = types.get(name)
     if found is None:
         return ProtoValue(formal)
     tensor = found.tensor_type
-    dtype = None
-    if tensor.elem_type:
-        dtype = onnx.helper.tensor_dtype_to_np_dtype(tensor.elem_type).name
-        if dtype not in ("float32", "float64", "float16", "uint8", "int64", "int32"):
-            dtype = "bfloat16" if tensor.elem_type == onnx.TensorProto.BFLOAT16 else dtype
+    dtype = _dtypes.FROM_ONNX.get(tensor.elem_type)
     shape = None
     if tensor.HasField("shape"):
         shape = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]

@@ -10,7 +10,7 @@ from opbridge._library import (
     libraries,
     library_for_domain,
 )
-from opbridge.export.decompositions import _qualified
+from opbridge.export.routes.plan import ExportPlan
 
 METADATA_VERSION_KEY = "opbridge.version"
 
@@ -25,14 +25,15 @@ METADATA_ROUTE_KEY = "opbridge.route"
 METADATA_OP_ROUTE_PREFIX = "opbridge.route."
 
 
-def stamp_metadata(model, route: str | dict, label: str | None = None):
+def stamp_metadata(model, plan: ExportPlan):
     """Adds opbridge's metadata and drops unused opset imports of library domains.
 
     Every library domain the graph uses is imported at the library's version
-    and recorded as ``opbridge.domain_version.<domain>``. A per-operator
-    ``route`` (a dict) is recorded as ``opbridge.route = label`` ("auto" when
-    :mod:`opbridge.autoroute` chose it, else "per-op") and one
-    ``opbridge.route.<namespace>::<op>`` entry per operator it names.
+    and recorded as ``opbridge.domain_version.<domain>``. The route is
+    ``opbridge.route``: the plan's one route, or for a plan given per
+    operator its label ("auto" when :mod:`opbridge.autoroute` chose it, else
+    "per-op") and one ``opbridge.route.<namespace>::<op>`` entry per
+    operator it names.
     """
     import onnx
 
@@ -53,12 +54,9 @@ def stamp_metadata(model, route: str | dict, label: str | None = None):
     model.opset_import.extend(kept)
     props[METADATA_VERSION_KEY] = VERSION
     props[METADATA_DOMAIN_VERSION_KEY] = str(ONNX_DOMAIN_VERSION)
-    if isinstance(route, dict):
-        props[METADATA_ROUTE_KEY] = label or "per-op"
-        for op, op_route in sorted(route.items()):
-            props[METADATA_OP_ROUTE_PREFIX + _qualified(op)] = op_route
-    else:
-        props[METADATA_ROUTE_KEY] = route
+    props[METADATA_ROUTE_KEY] = plan.label or plan.default.name
+    for op, route in sorted(plan.per_op.items()):
+        props[METADATA_OP_ROUTE_PREFIX + op] = route.name
     del model.metadata_props[:]
     for key, value in props.items():
         entry = model.metadata_props.add()
@@ -66,7 +64,7 @@ def stamp_metadata(model, route: str | dict, label: str | None = None):
     return model
 
 
-def _set_library_domain_versions(proto) -> None:
+def set_library_domain_versions(proto) -> None:
     """Imports each loaded library's domain at the library's version (the
     legacy exporter imports a custom domain it is not told of at version 1),
     in the graph and in its local functions."""

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from opbridge import _dtypes
 from opbridge._library import BUILTIN, Library
 
 
@@ -58,9 +59,7 @@ LEGACY_PARSE = {"float": "f", "int": "i", "bool": "b", "str": "s", "float[]": "f
 LEGACY_SUFFIX = {"float": "f", "int": "i", "bool": "i", "str": "s", "float[]": "f"}
 
 
-SCHEMA_TENSOR_TYPES = [
-    f"tensor({t})" for t in ("float", "double", "float16", "bfloat16", "uint8", "int64")
-]
+SCHEMA_TENSOR_TYPES = [f"tensor({t})" for t in _dtypes.ONNX_TYPE_NAMES.values()]
 
 
 def onnx_schema(spec: dict, library: Library = BUILTIN):

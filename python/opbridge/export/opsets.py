@@ -56,11 +56,12 @@ def decomposition_opset(opset: int, dynamo: bool = True) -> int:
     return opset
 
 
-def _refused(error: ValueError, opset: int) -> ExportError:
+def refused_at(error: ValueError, opset: int) -> ExportError:
+    """A form's refusal (``error``) as the export's error at ``opset``."""
     return ExportError(f"{error} (export at opset {opset})")
 
 
-class _ConversionLog(logging.Handler):
+class ConversionLog(logging.Handler):
     """Collects what onnxscript's version converter logs during an export
     (the dynamo exporter reports a failed conversion only there)."""
 
@@ -86,7 +87,7 @@ class _ConversionLog(logging.Handler):
         return False
 
 
-def _check_opset_import(proto, opset: int, dynamo: bool, conversion) -> None:
+def check_opset_import(proto, opset: int, dynamo: bool, conversion) -> None:
     imported = {imp.domain: imp.version for imp in proto.opset_import}
     got = imported.get("", imported.get("ai.onnx"))
     if got is None or got == opset:

@@ -3,12 +3,15 @@ exporter's translation table and the legacy exporter's symbolics."""
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 import warnings
 from collections.abc import Callable
 
 import torch
 
 from opbridge import _dtypes
+from opbridge._imports import WaitingFinder, when_imported
 from opbridge._library import (
     ON_LOAD,
     Library,
@@ -16,8 +19,7 @@ from opbridge._library import (
     library_for_namespace,
 )
 from opbridge.export import doors, form_checks
-from opbridge.export import routes as _routes
-from opbridge.export.decompositions import _check_route, _decomposition, _form, op_route
+from opbridge.export.builder import DynamoBuilder, LegacyBuilder
 from opbridge.export.errors import ExportError
 from opbridge.export.metadata import METADATA_ROUTE_KEY
 from opbridge.export.nodes import (
@@ -27,24 +29,28 @@ from opbridge.export.nodes import (
     bind,
     onnx_schema,
 )
-from opbridge.export.opsets import _refused, check_opset, decomposition_opset
+from opbridge.export.opsets import check_opset, decomposition_opset, refused_at
 from opbridge.export.options import DEFAULT_OPSET
+from opbridge.export.routes.base import Route
+from opbridge.export.routes.plan import ExportPlan
 from opbridge.ops._card import AFTER_REGISTER
 from opbridge.ops.adopted import AdoptedOps, adopted, is_adopted
-from opbridge.ops.builder import DynamoBuilder, LegacyBuilder
 
 
-def _build_form(library, spec, form, builder, inputs, attrs, seen, opset: int, avoid):
-    """The operator's form written by ``builder`` (either exporter's) at the
-    builder's opset; a form refused at that opset is an :class:`ExportError`
-    naming ``opset``, the one asked for. With ``seen`` (the exporter's
-    ``form_checks.seen_*``: what it knows of each input), the form's outputs
-    and attributes are checked against the spec (:func:`form_checks.check_form`)."""
+def _build_form(library, spec, plan: ExportPlan, builder, inputs, attrs, seen, opset: int):
+    """The operator's form by ``plan`` written by ``builder`` (either
+    exporter's) at the builder's opset; a form refused at that opset is an
+    :class:`ExportError` naming ``opset``, the one asked for. The standard
+    form of an op with a shape rule (an adopted op has none) is checked
+    against the spec (:func:`form_checks.check_form`): its outputs and
+    attributes, from what the exporter knows of each input (``seen``, the
+    exporter's ``form_checks.seen_*``)."""
+    form, standard = plan.form(library, spec)
     try:
         result = form(builder, *inputs, **attrs)
     except ValueError as error:
-        raise _refused(error, opset) from error
-    if seen is not None:
+        raise refused_at(error, opset) from error
+    if standard and not is_adopted(library):
         form_checks.check_form(
             library,
             spec,
@@ -53,20 +59,16 @@ def _build_form(library, spec, form, builder, inputs, attrs, seen, opset: int, a
             attrs,
             result,
             opset=builder.opset,
-            avoid=avoid,
+            avoid=plan.avoid,
         )
     return result
 
 
 def _dynamo_translation(
-    library: Library,
-    spec: dict,
-    route: str | None,
-    opset: int,
-    avoid: frozenset[str] = frozenset(),
+    library: Library, spec: dict, plan: ExportPlan | None, opset: int
 ) -> Callable:
-    """The dynamo exporter's translation of one operator by ``route`` at
-    ``opset``; ``route=None``: by the active plan's route and forms to avoid
+    """The dynamo exporter's translation of one operator by ``plan`` at
+    ``opset``; ``plan=None``: by the active plan
     (:func:`opbridge.export.doors.active`), as PyTorch's own door exports."""
     import onnxscript
 
@@ -77,55 +79,37 @@ def _dynamo_translation(
     build_opset = decomposition_opset(opset, dynamo=True)
 
     def translate(*args, **kwargs):
-        op_route_now, avoid_now = _route_of(library, spec, route, avoid)
+        now = plan or doors.active()
+        route = now.route_of(library, spec["name"])
         inputs, attrs = bind(spec, args, kwargs)
-        if _routes.get(op_route_now).library_node:
-            _check_has_runtime_library(library, spec, op_route_now)
+        if route.library_node:
+            _check_has_runtime_library(library, spec, route)
             # Absent trailing optional inputs are left out of the node.
             while inputs and inputs[-1] is None:
                 inputs.pop()
             result = custom_op(*inputs, **attrs)
         else:
-            form = _form(library, spec, op_route_now)
-            builder = DynamoBuilder(build_opset, avoid_now)
-            seen = form_checks.seen_dynamo if _checked(library, spec, form) else None
+            builder = DynamoBuilder(build_opset, now.avoid)
             result = _build_form(
-                library, spec, form, builder, inputs, attrs, seen, opset, avoid_now
+                library, spec, now, builder, inputs, attrs, form_checks.seen_dynamo, opset
             )
-        if route is None:
-            _mark_route(result, op_route_now)
+        if plan is None:
+            _mark_route(result, route.name)
         return result
 
-    translate.__name__ = f"{library.torch_namespace}_{spec['name']}_{route or 'door'}"
+    by = plan.route_of(library, spec["name"]).name if plan else "door"
+    translate.__name__ = f"{library.torch_namespace}_{spec['name']}_{by}"
     return translate
 
 
-def _route_of(
-    library, spec: dict, route: str | None, avoid: frozenset[str]
-) -> tuple[str, frozenset[str]]:
-    """The route and forms to avoid of one operator as an export takes it:
-    those given, or (``route`` None: PyTorch's own door) the active plan's
-    (:func:`opbridge.export.doors.active`)."""
-    if route is not None:
-        return route, avoid
-    plan = doors.active()
-    return op_route(plan.route, library, spec["name"]), plan.avoid
-
-
-def _checked(library, spec: dict, form: Callable) -> bool:
-    """Whether a form's outputs are checked against the op's spec: the
-    standard form of an op with a shape rule (an adopted op has none)."""
-    return not is_adopted(library) and form is _decomposition(library, spec)
-
-
-def _check_has_runtime_library(library, spec: dict, route: str) -> None:
+def _check_has_runtime_library(library, spec: dict, route: Route) -> None:
     """An adopted operator (no runtime library of its own) takes no route
     that needs one (custom): an ExportError that names it and the routes it
     takes. The function route's node carries its own body, so it needs none."""
-    if is_adopted(library) and _routes.get(route).needs_library:
+    if is_adopted(library) and route.needs_library:
         raise ExportError(
-            f"{library.torch_namespace}::{spec['name']}: the {route} route writes the operator "
-            "as a node that only an operator library runs, and this operator has none "
+            f"{library.torch_namespace}::{spec['name']}: the {route.name} route writes the "
+            "operator as a node that only an operator library runs, and this operator has none "
             "(opbridge did not build it): export it by the standard or function route "
             f"(route='standard', or with opbridge.export.route({{'{library.torch_namespace}::"
             f"{spec['name']}': 'standard'}}) around torch.onnx.export), or build it with the "
@@ -146,44 +130,42 @@ def _mark_route(result, route: str) -> None:
 
 
 def translation_table(
-    route: str | dict, *, opset: int | None = None, avoid: frozenset[str] = frozenset()
+    route: str | dict | ExportPlan,
+    *,
+    opset: int | None = None,
+    avoid: frozenset[str] = frozenset(),
 ) -> dict[Callable, Callable]:
     """``custom_translation_table`` for ``torch.onnx.export(..., dynamo=True)``.
 
-    ``route`` is one of :func:`opbridge.export.routes.names` or a dict from
-    operator to route.
+    ``route`` is one of :func:`opbridge.export.routes.names`, a dict from
+    operator to route, or an :class:`~opbridge.export.routes.plan.ExportPlan`.
     ``opset`` is the ``opset_version`` the export will ask for (the standard
     route chooses its form by it); default 18. Covers the operators of every
     loaded library. Check the exported model's ai.onnx opset import: torch
     keeps opset 18 when it cannot convert. ``avoid``: as
     :attr:`ExportOptions.avoid`.
     """
-    _check_route(route, _routes.names())
+    plan = ExportPlan.of(route, avoid=avoid)
     opset = check_opset(DEFAULT_OPSET if opset is None else opset, dynamo=True)
     return {
-        library.op(name): _dynamo_translation(
-            library, spec, op_route(route, library, name), opset, frozenset(avoid)
-        )
+        library.op(name): _dynamo_translation(library, spec, plan, opset)
         for library in exportable()
         for name, spec in library.specs().items()
     }
 
 
 def _legacy_symbolic(
-    library: Library,
-    spec: dict,
-    route: str | None,
-    opset: int | None,
-    avoid: frozenset[str] = frozenset(),
+    library: Library, spec: dict, plan: ExportPlan | None, opset: int | None
 ) -> Callable:
-    """The TorchScript exporter's symbolic of one operator by ``route`` at
-    ``opset``; ``route=None``: by the active plan
+    """The TorchScript exporter's symbolic of one operator by ``plan`` at
+    ``opset``; ``plan=None``: by the active plan
     (:func:`opbridge.export.doors.active`) at the export's opset, as
     PyTorch's own door exports."""
     from torch.onnx import symbolic_helper
 
     def symbolic(g, *args):
-        op_route_now, avoid_now = _route_of(library, spec, route, avoid)
+        now = plan or doors.active()
+        route = now.route_of(library, spec["name"])
         opset_now = symbolic_helper.GLOBALS.export_onnx_opset_version if opset is None else opset
         n_inputs = len(spec["inputs"])
         inputs = [None if symbolic_helper._is_none(v) else v for v in args[:n_inputs]]
@@ -191,14 +173,12 @@ def _legacy_symbolic(
         for attr, value in zip(spec["attrs"], args[n_inputs:], strict=True):
             raw = symbolic_helper._maybe_get_const(value, LEGACY_PARSE[attr["type"]])
             attrs[attr["name"]] = attr_value(attr, raw)
-        if not _routes.get(op_route_now).library_node:
-            form = _form(library, spec, op_route_now)
-            builder = LegacyBuilder(g, opset_now, avoid_now)
-            seen = form_checks.seen_legacy if _checked(library, spec, form) else None
+        if not route.library_node:
+            builder = LegacyBuilder(g, opset_now, now.avoid)
             return _build_form(
-                library, spec, form, builder, inputs, attrs, seen, opset_now, avoid_now
+                library, spec, now, builder, inputs, attrs, form_checks.seen_legacy, opset_now
             )
-        _check_has_runtime_library(library, spec, op_route_now)
+        _check_has_runtime_library(library, spec, route)
         # Absent trailing optional inputs are left out of the node.
         while inputs and inputs[-1] is None:
             inputs.pop()
@@ -255,22 +235,23 @@ def _set_legacy_output_types(
 
 
 def register_legacy_symbolics(
-    route: str | dict, *, opset: int | None = None, avoid: frozenset[str] = frozenset()
+    route: str | dict | ExportPlan,
+    *,
+    opset: int | None = None,
+    avoid: frozenset[str] = frozenset(),
 ) -> None:
     """Registers the ops with the TorchScript exporter (``dynamo=False``).
 
     ``route`` as for :func:`translation_table`. The last registration wins;
     ``opset`` is the ``opset_version`` the export will use (default 18).
     """
-    _check_route(route, _routes.names())
+    plan = ExportPlan.of(route, avoid=avoid)
     opset = check_opset(DEFAULT_OPSET if opset is None else opset, dynamo=False)
     for library in exportable():
         for name, spec in library.specs().items():
             torch.onnx.register_custom_op_symbolic(
                 f"{library.torch_namespace}::{name}",
-                _legacy_symbolic(
-                    library, spec, op_route(route, library, name), opset, frozenset(avoid)
-                ),
+                _legacy_symbolic(library, spec, plan, opset),
                 opset,
             )
 
@@ -301,43 +282,67 @@ def register_door_symbolics(library: Library, *, opset: int = _LEGACY_FLOOR) -> 
 
 
 _IN_DEFAULT_TABLE: set[str] = set()
+# The dynamo exporter's modules that hold its default table and the type of
+# its entries (they import each other): they import onnxscript and onnx_ir,
+# which a process that never exports need not load, so the table is filled
+# when they are imported (by the first export, or the user), not when
+# opbridge is.
+_DYNAMO_MODULES = (
+    "torch.onnx._internal.exporter._registration",
+    "torch.onnx._internal.exporter._torchlib._torchlib_registry",
+)
+
+
+class _DynamoTableFinder(WaitingFinder):
+    """Waits for the dynamo exporter's default table, to add every
+    exportable library's operators to it then."""
 
 
 def _add_to_dynamo_default_table(library: Library) -> None:
     """Adds the library's operators to the table of ONNX functions the dynamo
     exporter starts every export from (``ONNXRegistry.from_torchlib``), as
     custom functions: a ``custom_translation_table`` given to an export is
-    put before them, and so wins."""
-    try:  # PyTorch's exporter has no public way to add to this table.
-        from torch.onnx._internal.exporter import _registration
-        from torch.onnx._internal.exporter._torchlib import _torchlib_registry
-
-        table = _torchlib_registry._registry
-        meta = _registration.OnnxDecompMeta
-    except (ImportError, AttributeError) as error:
-        warnings.warn(
-            f"opbridge: torch {torch.__version__}'s dynamo ONNX exporter has no default table "
-            f"opbridge can add {library.name}'s operators to ({error}): a plain "
-            "torch.onnx.export(..., dynamo=True) will not know them; export with "
-            "opbridge.export.export, or pass custom_translation_table="
-            "opbridge.export.translation_table(route)",
-            stacklevel=2,
-        )
+    put before them, and so wins. Done at once where the exporter is
+    imported, else when it is."""
+    if importlib.util.find_spec(_DYNAMO_MODULES[0]) is None:
+        _no_default_table(library, f"no module {_DYNAMO_MODULES[0]}")
         return
-    for name, spec in library.specs().items():
-        qualified = f"{library.torch_namespace}::{name}"
-        if qualified in _IN_DEFAULT_TABLE:
+    when_imported(_DYNAMO_MODULES, _fill_dynamo_default_table, _DynamoTableFinder)
+
+
+def _fill_dynamo_default_table() -> None:
+    registration, table_module = (sys.modules.get(name) for name in _DYNAMO_MODULES)
+    table = getattr(table_module, "_registry", None)
+    meta = getattr(registration, "OnnxDecompMeta", None)
+    for library in exportable():
+        if table is None or meta is None:
+            # PyTorch's exporter has no public way to add to its table.
+            _no_default_table(library, "its table has moved")
             continue
-        target = library.op(name)
-        table.append(
-            meta(
-                onnx_function=_dynamo_translation(library, spec, None, DEFAULT_OPSET),
-                fx_target=target,
-                signature=None,
-                is_custom=True,
+        for name, spec in library.specs().items():
+            qualified = f"{library.torch_namespace}::{name}"
+            if qualified in _IN_DEFAULT_TABLE:
+                continue
+            table.append(
+                meta(
+                    onnx_function=_dynamo_translation(library, spec, None, DEFAULT_OPSET),
+                    fx_target=library.op(name),
+                    signature=None,
+                    is_custom=True,
+                )
             )
-        )
-        _IN_DEFAULT_TABLE.add(qualified)
+            _IN_DEFAULT_TABLE.add(qualified)
+
+
+def _no_default_table(library: Library, why: str) -> None:
+    warnings.warn(
+        f"opbridge: torch {torch.__version__}'s dynamo ONNX exporter has no default table "
+        f"opbridge can add {library.name}'s operators to ({why}): a plain "
+        "torch.onnx.export(..., dynamo=True) will not know them; export with "
+        "opbridge.export.export, or pass custom_translation_table="
+        "opbridge.export.translation_table(route)",
+        stacklevel=3,
+    )
 
 
 def exportable() -> list:

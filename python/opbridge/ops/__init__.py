@@ -2,9 +2,11 @@
 call into ``torch.ops.opbridge``, the standard-route decomposition, the pure
 PyTorch reference, sample inputs and the benchmark's inputs and alternatives.
 
-Every module here named after an op in ``opbridge.specs()`` holds that op's
-``CARD`` and is picked up by :func:`cards`; an operator of another library
-joins with :func:`register_card`.
+Every card joins by :func:`register_card`, the one registry :func:`card`
+and :func:`cards` read: each module here named after an op in
+``opbridge.specs()`` registers that op's ``CARD`` when imported (the
+catalog imports every one), and an operator of another library registers
+its own when that library is imported.
 """
 
 from __future__ import annotations

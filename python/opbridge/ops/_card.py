@@ -2,9 +2,10 @@
 
 The call, the standard-route ONNX decomposition, the pure PyTorch reference,
 sample inputs for tests, inputs and alternative implementations for the
-benchmark. Each built-in operator's module ``opbridge/ops/<name>.py`` ends
-with ``CARD = Card(...)``; a library with operators of its own calls
-:func:`register_card` when it is imported.
+benchmark. Every card comes in through :func:`register_card`: each
+built-in operator's module ``opbridge/ops/<name>.py`` ends with
+``CARD = register_card(Card.of_module(globals(), ...))``, and a library with
+operators of its own calls it when it is imported.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
@@ -59,8 +60,9 @@ class Layout:
 # The fields of a Card that Card.of_module reads from a module's functions.
 MODULE_SLOTS = ("standard", "reference", "samples", "bench_inputs", "composite", "builtin")
 # The routes whose form Card.of_module reads from a module's function of the
-# route's name, into Card.forms.
-MODULE_FORMS = ("ort",)
+# route's name, into Card.forms: every registered export route, which
+# opbridge.export.routes (a layer above) names here (set_form_routes).
+_FORM_ROUTES: set[str] = set()
 
 
 @dataclass
@@ -74,7 +76,7 @@ class Card:
 
     - ``call``: the Python call (``opbridge.rms_norm``).
     - ``standard``: the standard-route decomposition ``(b, *inputs, **attrs)``
-      written against :class:`opbridge.ops.builder.Builder`.
+      written against :class:`opbridge.export.builder.Builder`.
     - ``reference``: the same math in plain PyTorch, with the call's signature.
     - ``samples(dtype=torch.float32, requires_grad=False, *, large=True,
       seed=0)``: sample calls (:class:`Sample`) covering odd shapes, layouts
@@ -126,8 +128,9 @@ class Card:
         """The card of a module that defines its math as functions named after
         the fields (:data:`MODULE_SLOTS`: ``standard``, ``reference``,
         ``samples``, ``bench_inputs``, ``composite``, ``builtin``) and after
-        the routes whose forms it has (:data:`MODULE_FORMS`: ``ort``), as
-        every operator module of opbridge does::
+        the routes whose forms it has (any registered route of
+        :mod:`opbridge.export.routes`: ``ort``), as every operator module of
+        opbridge does::
 
             CARD = Card.of_module(globals(), name="rms_norm", call=rms_norm, layout=...)
 
@@ -139,18 +142,18 @@ class Card:
                 fields[slot] = module_globals[slot]
         if "composite" not in fields:
             fields["composite"] = fields.get("reference")
-        forms = dict(fields.pop("forms", {}))
-        for route in MODULE_FORMS:
-            if route not in forms and callable(module_globals.get(route)):
-                forms[route] = module_globals[route]
-        return cls(forms=forms, **fields)
+        given = dict(fields.pop("forms", {}))
+        made = cls(forms=dict(given), **fields)
+        _MODULE_CARDS.append((made, module_globals, frozenset(given)))
+        _read_module_forms(made, module_globals, frozenset(given))
+        return made
 
-    def form(self, route: str) -> Callable | None:
-        """The card's form for ``route``: ``forms[route]``, else ``standard``
-        for the standard route, else None."""
-        if route in self.forms:
-            return self.forms[route]
-        return self.standard if route == "standard" else None
+    def form(self, name: str) -> Callable | None:
+        """The card's form called ``name``: ``forms[name]``, else its
+        ``standard`` field for ``"standard"``, else None."""
+        if name in self.forms:
+            return self.forms[name]
+        return self.standard if name == "standard" else None
 
     @property
     def qualified_name(self) -> str:
@@ -160,6 +163,31 @@ class Card:
     def display_name(self) -> str:
         """The bare name for one of opbridge's operators, else the qualified one."""
         return self.name if self.namespace == BUILTIN_NAMESPACE else self.qualified_name
+
+
+# Every card Card.of_module made, with its module's namespace and the routes
+# whose forms it was given by keyword: a route registered later reads its form.
+_MODULE_CARDS: list[tuple[Card, Mapping[str, Any], frozenset[str]]] = []
+
+
+def _read_module_forms(card: Card, module_globals: Mapping[str, Any], given: frozenset[str]):
+    """``card.forms``: the forms it was given, and its module's function of
+    each registered route's name (a card field's name aside)."""
+    for name in [name for name in card.forms if name not in given | _FORM_ROUTES]:
+        del card.forms[name]
+    for name in sorted(_FORM_ROUTES - given - set(MODULE_SLOTS)):
+        if callable(module_globals.get(name)):
+            card.forms[name] = module_globals[name]
+
+
+def set_form_routes(names: Iterable[str]) -> None:
+    """Makes ``names`` (the registered export routes) the routes whose forms
+    a card reads from its module's functions (:meth:`Card.of_module`), for
+    the cards made so far too."""
+    _FORM_ROUTES.clear()
+    _FORM_ROUTES.update(names)
+    for card, module_globals, given in _MODULE_CARDS:
+        _read_module_forms(card, module_globals, given)
 
 
 class UnknownOperatorError(KeyError):
@@ -201,26 +229,44 @@ def builtin_module(name: str) -> ModuleType:
 
 
 def _builtin_card(name: str) -> Card:
-    card = getattr(builtin_module(name), "CARD", None)
-    if not isinstance(card, Card):
-        raise RuntimeError(
-            f"opbridge: operator '{name}': {builtin_file(name)} has no module-level "
-            "CARD = Card(...)" + ("" if card is None else f" (CARD is a {type(card).__name__})")
-        )
-    if card.qualified_name != f"{BUILTIN_NAMESPACE}::{name}":
-        raise RuntimeError(
-            f"opbridge: operator '{name}': the CARD in {builtin_file(name)} is for "
-            f"{card.qualified_name}"
-        )
-    if not card.origin:
-        card.origin = builtin_file(name)
-    return card
+    """The registered card of a built-in operator; its module registers it
+    when imported (the package imports every one, by the catalog)."""
+    qualified = f"{BUILTIN_NAMESPACE}::{name}"
+    if qualified not in _REGISTERED:
+        card = getattr(builtin_module(name), "CARD", None)
+        if not isinstance(card, Card):
+            raise RuntimeError(
+                f"opbridge: operator '{name}': {builtin_file(name)} has no module-level "
+                "CARD = register_card(Card.of_module(globals(), ...))"
+                + ("" if card is None else f" (CARD is a {type(card).__name__})")
+            )
+        if card.qualified_name != qualified:
+            raise RuntimeError(
+                f"opbridge: operator '{name}': the CARD in {builtin_file(name)} is for "
+                f"{card.qualified_name}"
+            )
+        if qualified not in _REGISTERED:
+            raise RuntimeError(
+                f"opbridge: operator '{name}': the CARD in {builtin_file(name)} is not "
+                "registered (CARD = register_card(Card.of_module(globals(), ...)))"
+            )
+    return _REGISTERED[qualified]
 
 
 def _builtin_names() -> list[str]:
     from opbridge._library import specs
 
     return list(specs())
+
+
+def _origin(caller: Mapping[str, Any], card: Card) -> str:
+    """Where a card registered from the module of globals ``caller`` is
+    defined: a module of opbridge by its file in the repository, another by
+    its file."""
+    module = caller.get("__name__", "")
+    if module.partition(".")[0] == "opbridge":
+        return f"python/{_module_file(module)}"
+    return caller.get("__file__") or _guess_origin(card)
 
 
 def _guess_origin(card: Card) -> str:
@@ -233,13 +279,12 @@ def _guess_origin(card: Card) -> str:
 
 
 def register_card(card: Card) -> Card:
-    """Registers the card of an operator of another library (or replaces an
-    earlier card of the same qualified name). Returns ``card``."""
+    """Registers the card of an operator, built-in or of another library
+    (or replaces an earlier card of the same qualified name). Returns ``card``."""
     if not isinstance(card, Card):
         raise TypeError(f"opbridge.ops.register_card: expected a Card, got {type(card).__name__}")
     if not card.origin:
-        caller = sys._getframe(1).f_globals
-        card.origin = caller.get("__file__") or _guess_origin(card)
+        card.origin = _origin(sys._getframe(1).f_globals, card)
     if card.composite is None:  # the formula a user would write: the reference
         card.composite = card.reference
     if card.samples is None or card.bench_inputs is None:
@@ -258,9 +303,9 @@ def register_card(card: Card) -> Card:
 
 def cards() -> dict[str, Card]:
     """Every card, keyed by qualified name: one per built-in operator (in
-    ``opbridge.specs()`` order), then the registered ones."""
+    ``opbridge.specs()`` order), then the other registered ones."""
     found = {f"{BUILTIN_NAMESPACE}::{name}": _builtin_card(name) for name in _builtin_names()}
-    found.update(_REGISTERED)
+    found.update(_REGISTERED)  # the built-in ones keep their place
     return found
 
 
@@ -274,7 +319,7 @@ def card(name: str) -> Card:
     namespace, _, bare = qualified.partition("::")
     if namespace == BUILTIN_NAMESPACE and bare in builtins:
         return _builtin_card(bare)
-    known = builtins + sorted(_REGISTERED)
+    known = list(dict.fromkeys([*builtins, *sorted(c.display_name for c in _REGISTERED.values())]))
     raise UnknownOperatorError(
         f"opbridge: no card for operator {name!r}; known: {', '.join(known)} "
         "(an operator of another library registers its card with "

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 
-from opbridge.ops._card import Card, Layout, Sample
+from opbridge.ops._card import Card, Layout, Sample, register_card
 from opbridge.ops._inputs import (
     SampleTensors,
     bench_generator,
@@ -13,12 +15,13 @@ from opbridge.ops._inputs import (
     bench_weight,
     with_grad,
 )
-from opbridge.ops.builder import Builder
-from opbridge.ops.contrib import skip_normalization
 from opbridge.ops.layer_norm import composite as layer_norm_composite
 from opbridge.ops.layer_norm import ones_of_last_dim
 from opbridge.ops.layer_norm import reference as layer_norm_reference
 from opbridge.ops.layer_norm import standard as layer_norm_standard
+
+if TYPE_CHECKING:
+    from opbridge.export.builder import Builder
 
 
 def add_layer_norm(
@@ -57,7 +60,7 @@ def ort(b: Builder, x, residual, weight=None, bias=None, *, eps: float):
         return standard(b, x, residual, weight, bias, eps=eps)
     gamma = weight if weight is not None else ones_of_last_dim(b, x, like)
     params = (gamma,) if bias is None else (gamma, bias)
-    return skip_normalization(b, "SkipLayerNormalization", x, residual, *params, epsilon=float(eps))
+    return b.skip_normalization("SkipLayerNormalization", x, residual, *params, epsilon=float(eps))
 
 
 def reference(x, residual, weight=None, bias=None, eps=1e-5):
@@ -110,15 +113,17 @@ def builtin(x, residual, weight=None, bias=None, eps=1e-5):
     return F.layer_norm(total, (x.shape[-1],), weight, bias, eps), total
 
 
-CARD = Card.of_module(
-    globals(),
-    name="add_layer_norm",
-    call=add_layer_norm,
-    layout=Layout(
-        {
-            **dict.fromkeys(("x", "residual", "out", "residual_out"), "...d"),
-            **dict.fromkeys(("weight", "bias"), "d"),
-        },
-        whole="d",
-    ),
+CARD = register_card(
+    Card.of_module(
+        globals(),
+        name="add_layer_norm",
+        call=add_layer_norm,
+        layout=Layout(
+            {
+                **dict.fromkeys(("x", "residual", "out", "residual_out"), "...d"),
+                **dict.fromkeys(("weight", "bias"), "d"),
+            },
+            whole="d",
+        ),
+    )
 )

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 
-from opbridge.ops._card import Card, Layout, Sample
+from opbridge.ops._card import Card, Layout, Sample, register_card
 from opbridge.ops._inputs import (
     SampleTensors,
     bench_generator,
@@ -13,10 +15,11 @@ from opbridge.ops._inputs import (
     bench_weight,
     with_grad,
 )
-from opbridge.ops.builder import Builder
-from opbridge.ops.contrib import skip_normalization
 from opbridge.ops.rms_norm import reference as rms_norm_reference
 from opbridge.ops.rms_norm import standard as rms_norm_standard
+
+if TYPE_CHECKING:
+    from opbridge.export.builder import Builder
 
 
 def add_rms_norm(
@@ -52,8 +55,8 @@ def ort(b: Builder, x, residual, weight, bias=None, *, eps: float):
     the standard form."""
     if b.float_dtype(weight) != "float32":
         return standard(b, x, residual, weight, bias, eps=eps)
-    y, total = skip_normalization(
-        b, "SkipSimplifiedLayerNormalization", x, residual, weight, epsilon=float(eps)
+    y, total = b.skip_normalization(
+        "SkipSimplifiedLayerNormalization", x, residual, weight, epsilon=float(eps)
     )
     return (b.op("Add", y, bias) if bias is not None else y), total
 
@@ -97,15 +100,17 @@ def builtin(x, residual, weight, bias=None, eps=1e-6):
     return (y + bias if bias is not None else y), x + residual
 
 
-CARD = Card.of_module(
-    globals(),
-    name="add_rms_norm",
-    call=add_rms_norm,
-    layout=Layout(
-        {
-            **dict.fromkeys(("x", "residual", "out", "residual_out"), "...d"),
-            **dict.fromkeys(("weight", "bias"), "d"),
-        },
-        whole="d",
-    ),
+CARD = register_card(
+    Card.of_module(
+        globals(),
+        name="add_rms_norm",
+        call=add_rms_norm,
+        layout=Layout(
+            {
+                **dict.fromkeys(("x", "residual", "out", "residual_out"), "...d"),
+                **dict.fromkeys(("weight", "bias"), "d"),
+            },
+            whole="d",
+        ),
+    )
 )

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import torch
 import torch.nn.functional as F
 
-from opbridge.ops._card import Card, Layout, Sample
+from opbridge.ops._card import Card, Layout, Sample, register_card
 from opbridge.ops._inputs import SampleTensors, bench_generator, bench_randn, with_grad
-from opbridge.ops.builder import Builder
+
+if TYPE_CHECKING:
+    from opbridge.export.builder import Builder
 
 
 def bias_gelu(x: torch.Tensor, bias: torch.Tensor, approximate: str = "none") -> torch.Tensor:
@@ -104,9 +107,11 @@ def builtin(x, bias, approximate="none"):
     return F.gelu(x + bias, approximate=approximate)
 
 
-CARD = Card.of_module(
-    globals(),
-    name="bias_gelu",
-    call=bias_gelu,
-    layout=Layout({"x": "...d", "bias": "d", "y": "...d"}),
+CARD = register_card(
+    Card.of_module(
+        globals(),
+        name="bias_gelu",
+        call=bias_gelu,
+        layout=Layout({"x": "...d", "bias": "d", "y": "...d"}),
+    )
 )

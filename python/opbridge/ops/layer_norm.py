@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 
-from opbridge.ops._card import Card, Layout, Sample
+from opbridge.ops._card import Card, Layout, Sample, register_card
 from opbridge.ops._inputs import (
     SampleTensors,
     bench_generator,
@@ -13,7 +15,9 @@ from opbridge.ops._inputs import (
     bench_weight,
     with_grad,
 )
-from opbridge.ops.builder import Builder
+
+if TYPE_CHECKING:
+    from opbridge.export.builder import Builder
 
 
 def layer_norm(
@@ -145,11 +149,13 @@ def builtin(x, weight=None, bias=None, eps=1e-5):
     return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
 
 
-CARD = Card.of_module(
-    globals(),
-    # LayerNormalization is ONNX Runtime's own fused kernel: the standard
-    # form is the ort route's too (no ort form).
-    name="layer_norm",
-    call=layer_norm,
-    layout=Layout({"x": "...d", "weight": "d", "bias": "d", "y": "...d"}, whole="d"),
+CARD = register_card(
+    Card.of_module(
+        globals(),
+        # LayerNormalization is ONNX Runtime's own fused kernel: the standard
+        # form is the ort route's too (no ort form).
+        name="layer_norm",
+        call=layer_norm,
+        layout=Layout({"x": "...d", "weight": "d", "bias": "d", "y": "...d"}, whole="d"),
+    )
 )

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 import torch
 
 from opbridge import _dtypes
-from opbridge.ops._card import Card, Layout, Sample
+from opbridge.ops._card import Card, Layout, Sample, register_card
 from opbridge.ops._inputs import bench_generator
-from opbridge.ops.builder import Builder
+
+if TYPE_CHECKING:
+    from opbridge.export.builder import Builder
 
 
 def normalize_image(
@@ -127,10 +130,12 @@ def layout(channels_last_in=True, **_):
     return Layout({"image": image, "y": "nchw"}, whole="c")
 
 
-CARD = Card.of_module(
-    globals(),
-    name="normalize_image",
-    call=normalize_image,
-    bench_backward=False,
-    layout=layout,
+CARD = register_card(
+    Card.of_module(
+        globals(),
+        name="normalize_image",
+        call=normalize_image,
+        bench_backward=False,
+        layout=layout,
+    )
 )

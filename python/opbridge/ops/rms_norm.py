@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 import torch.nn.functional as F
 
-from opbridge.ops._card import Card, Layout, Sample
+from opbridge.ops._card import Card, Layout, Sample, register_card
 from opbridge.ops._inputs import (
     SampleTensors,
     bench_generator,
@@ -13,7 +15,9 @@ from opbridge.ops._inputs import (
     bench_weight,
     with_grad,
 )
-from opbridge.ops.builder import Builder
+
+if TYPE_CHECKING:
+    from opbridge.export.builder import Builder
 
 
 def rms_norm(
@@ -105,9 +109,11 @@ def builtin(x, weight, bias=None, eps=1e-6):
     return y + bias if bias is not None else y
 
 
-CARD = Card.of_module(
-    globals(),
-    name="rms_norm",
-    call=rms_norm,
-    layout=Layout({"x": "...d", "weight": "d", "bias": "d", "y": "...d"}, whole="d"),
+CARD = register_card(
+    Card.of_module(
+        globals(),
+        name="rms_norm",
+        call=rms_norm,
+        layout=Layout({"x": "...d", "weight": "d", "bias": "d", "y": "...d"}, whole="d"),
+    )
 )

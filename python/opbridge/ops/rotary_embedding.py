@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
-from opbridge.ops._card import Card, Layout, Sample
+from opbridge.ops._card import Card, Layout, Sample, register_card
 from opbridge.ops._inputs import SampleTensors, bench_generator, bench_randn, with_grad
-from opbridge.ops.builder import Builder
+
+if TYPE_CHECKING:
+    from opbridge.export.builder import Builder
 
 
 def rotary_embedding(
@@ -284,13 +288,15 @@ def composite(x, cos, sin, interleaved=False):
     return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)
 
 
-CARD = Card.of_module(
-    globals(),
-    # x [batch, seq, heads, head_dim]; cos/sin [seq, half] or [batch, seq, half]
-    # (batch 1 broadcasts). head_dim and half are rotated: whole.
-    name="rotary_embedding",
-    call=rotary_embedding,
-    layout=Layout(
-        {"x": "bshk", "cos": ("sr", "bsr"), "sin": ("sr", "bsr"), "y": "bshk"}, whole="kr"
-    ),
+CARD = register_card(
+    Card.of_module(
+        globals(),
+        # x [batch, seq, heads, head_dim]; cos/sin [seq, half] or [batch, seq, half]
+        # (batch 1 broadcasts). head_dim and half are rotated: whole.
+        name="rotary_embedding",
+        call=rotary_embedding,
+        layout=Layout(
+            {"x": "bshk", "cos": ("sr", "bsr"), "sin": ("sr", "bsr"), "y": "bshk"}, whole="kr"
+        ),
+    )
 )

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
-from opbridge.ops._card import Card, Layout, Sample
+from opbridge.ops._card import Card, Layout, Sample, register_card
 from opbridge.ops._inputs import bench_generator, bench_randn, make, with_grad
-from opbridge.ops.builder import Builder
+
+if TYPE_CHECKING:
+    from opbridge.export.builder import Builder
 
 
 def scaled_clamp(
@@ -62,9 +66,11 @@ def builtin(x, scale, min_val=0.0, max_val=6.0):
     return torch.mul(x, scale).clamp_(min_val, max_val)
 
 
-CARD = Card.of_module(
-    globals(),
-    name="scaled_clamp",
-    call=scaled_clamp,
-    layout=Layout({"x": "...", "y": "..."}),
+CARD = register_card(
+    Card.of_module(
+        globals(),
+        name="scaled_clamp",
+        call=scaled_clamp,
+        layout=Layout({"x": "...", "y": "..."}),
+    )
 )

@@ -54,8 +54,6 @@ FAMILIES: tuple[Family, ...] = (
     timm.FAMILY,
     rotary.FAMILY,
 )
-# Rule names by kind, as the patch summary shows them.
-RULES = {family.kind: family.rule for family in FAMILIES}
 _CACHE: dict[tuple[type, str], type] = {}
 
 

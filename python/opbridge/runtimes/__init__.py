@@ -6,9 +6,10 @@ operator library registered, which optimization levels it has and which of
 them runs the graph as exported, how its thread count is set, how a model is
 timed in it, and what ``opbridge doctor`` reports of it. Verify, bench,
 ``route="auto"`` and doctor take ``runtime=`` and read this registry; adding a
-runtime is one module that defines ``RUNTIME = Runtime(...)`` and one entry
-in ``_BUILTIN`` below (its adapter library comes from the SDK's CMake
-function); a runtime defined outside opbridge calls :func:`register_runtime`.
+runtime is one module that defines ``RUNTIME = Runtime(...)``, one entry in
+``_BUILTIN`` below, and its adapter's folder ``csrc/<adapter>_adapter/`` (its
+sources and ``<adapter>.cmake``, which the SDK's CMake function finds); a
+runtime defined outside opbridge calls :func:`register_runtime`.
 
 A session follows ONNX Runtime's Python interface, the part verify and bench
 use: ``get_inputs()`` and ``get_outputs()`` (objects with ``.name``) and
@@ -27,6 +28,7 @@ from opbridge.runtimes.base import (
     LARGE_ERROR,
     REPEATS,
     WARMUP,
+    BenchHooks,
     ModelRewrite,
     PrecisionWarning,
     Runtime,
@@ -43,6 +45,7 @@ __all__ = [
     "LARGE_ERROR",
     "REPEATS",
     "WARMUP",
+    "BenchHooks",
     "ModelRewrite",
     "PrecisionWarning",
     "Runtime",

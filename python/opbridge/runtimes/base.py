@@ -278,7 +278,8 @@ def load_model(model: Any):
 def feeds_call(session: Any, args: tuple) -> Callable[[], object]:
     """One call of ``session`` on the torch tensors ``args``, as NumPy feeds of
     ``run(None, feeds)`` by the session's input names, converted once: how
-    bench calls a session where its runtime has no ``bench_call`` of its own."""
+    bench calls a session where its runtime has no :attr:`BenchHooks.call` of
+    its own."""
     names = [meta.name for meta in session.get_inputs()]
     feed = {name: a.detach().numpy() for name, a in zip(names, args, strict=True)}
     return lambda: session.run(None, feed)
@@ -301,6 +302,28 @@ class ModelRewrite:
     opset: int | None
     rewrite: Callable[[Any], tuple[Any, dict[str, int]]]
     label: str
+
+
+@dataclass(frozen=True)
+class BenchHooks:
+    """What bench uses of a runtime beyond its sessions and levels (each
+    optional; :attr:`Runtime.bench`).
+
+    - ``rewrites``: the runtime's own rewrites of an export
+      (:class:`ModelRewrite`), by name, which bench times beside the routes.
+    - ``call(session, tensors)``: one call of a session on torch tensors, as
+      bench times it (default :func:`feeds_call`).
+    - ``profile(model, feeds, threads, calls, level)``: the time of each
+      operator type (any unit) over ``calls`` runs of ``model`` after one
+      untimed, by the runtime's own profiler; None where it has none.
+    - ``matmul_ops``: its operator types that are matrix products, for the
+      profile's shares.
+    """
+
+    rewrites: Mapping[str, ModelRewrite] = field(default_factory=dict)
+    call: Callable[[Any, tuple], Callable[[], object]] = feeds_call
+    profile: Callable[..., dict[str, float]] | None = None
+    matmul_ops: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -355,15 +378,9 @@ class Runtime:
       another, each with what it does with them: its sessions warn of a
       model's inputs and outputs of one (:class:`PrecisionWarning`, by
       :meth:`check_dtypes`), and verify in it reports them.
-    - ``rewrites``: its own rewrites of an export (:class:`ModelRewrite`),
-      by name, which bench times beside the routes.
-    - ``bench_call(session, tensors)``: one call of a session on torch
-      tensors, as bench times it; None: :func:`feeds_call`.
-    - ``profile(model, feeds, threads, calls, level)``: the time of each
-      operator type (any unit) over ``calls`` runs of ``model`` after one
-      untimed, by the runtime's own profiler; None where it has none.
-      ``matmul_ops``: its operator types that are matrix products, for the
-      profile's shares.
+    - ``bench``: what bench uses of it beyond its sessions and levels
+      (:class:`BenchHooks`: its own rewrites of an export, how a session is
+      called on torch tensors, its profiler).
     """
 
     name: str
@@ -383,10 +400,7 @@ class Runtime:
     library_kernels: Callable[..., set[str]] | None = None
     wrong_forms: dict[str, WrongForm] = field(default_factory=dict)
     lowered_dtypes: dict[str, str] = field(default_factory=dict)
-    rewrites: Mapping[str, ModelRewrite] = field(default_factory=dict)
-    bench_call: Callable[[Any, tuple], Callable[[], object]] | None = None
-    profile: Callable[..., dict[str, float]] | None = None
-    matmul_ops: frozenset[str] = frozenset()
+    bench: BenchHooks = field(default_factory=BenchHooks)
 
     def library_path(self, library: Any) -> str:
         """The runtime's library of a loaded operator library

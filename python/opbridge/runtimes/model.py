@@ -97,11 +97,6 @@ def local_function_domains(proto: Any) -> set[str]:
     return {domain for domain, local in by_domain.items() if local}
 
 
-def library_nodes(model: Any) -> list[Any]:
-    """The nodes of the model's graph whose domain a loaded library provides."""
-    return [node for node in load_model(model).graph.node if library_for_domain(node.domain)]
-
-
 def needed_libraries(proto: Any) -> list[Library]:
     """The loaded libraries whose domain the model uses (opbridge's own
     always first); a domain no loaded library provides is left out."""

@@ -20,8 +20,9 @@ import threading
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from opbridge._library import BUILTIN, Library
+from opbridge._library import BUILTIN, Library, library_nodes
 from opbridge.runtimes.base import (
+    BenchHooks,
     ModelRewrite,
     Runtime,
     RuntimeCheck,
@@ -30,7 +31,7 @@ from opbridge.runtimes.base import (
     load_model,
     smoke_check,
 )
-from opbridge.runtimes.model import ModelFacts, check_domain_version, library_nodes
+from opbridge.runtimes.model import ModelFacts, check_domain_version
 
 # IO binding (run repeatedly without copies), re-exported: opbridge.runtimes.onnxruntime.bind.
 from opbridge.runtimes.ort_binding import BoundSession as BoundSession
@@ -402,9 +403,7 @@ def _checks() -> list[RuntimeCheck]:
     one-node model run through the library."""
     import onnxruntime
 
-    from opbridge._library import _C
-
-    checks = [ort_version_check(onnxruntime.__version__, _C)]
+    checks = [ort_version_check(onnxruntime.__version__, BUILTIN.module)]
     sessions = []
 
     def run(model, feeds):
@@ -437,8 +436,9 @@ def _plain_session(model: Any, level: str | None = None):
 
 
 def library_kernels(model: Any, feeds: dict, level: str | None = None) -> set[str]:
-    """The names of the model's library nodes (:func:`library_nodes`, each
-    named) that ran as their library's kernel in one run on ``feeds`` of an
+    """The names of the model's library nodes
+    (:func:`~opbridge._library.library_nodes`, each named) that ran as their
+    library's kernel in one run on ``feeds`` of an
     :func:`InferenceSession` at ``level``, by ONNX Runtime's profiling: a
     kernel's event carries its node's name and op type, while a model-local
     function's body, inlined, shows the body's operators under names of
@@ -475,9 +475,7 @@ def _version() -> str:
 
 
 def _facts() -> list[tuple[str, str]]:
-    from opbridge._library import _C
-
-    floor, newest = ort_supported_range(_C)
+    floor, newest = ort_supported_range(BUILTIN.module)
     return [
         ("ONNX Runtime", _version()),
         ("ONNX Runtime library", get_library_path()),
@@ -586,15 +584,17 @@ RUNTIME = Runtime(
     facts=_facts,
     checks=_checks,
     library_kernels=library_kernels,
-    rewrites={
-        "contrib": ModelRewrite(
-            route="standard",
-            opset=CONTRIB_OPSET,
-            rewrite=contrib_rewrite,
-            label=f"standard route (opset {CONTRIB_OPSET}, for ort_contrib)",
-        )
-    },
-    bench_call=_bench_call,
-    profile=_profile,
-    matmul_ops=MATMUL_OPS,
+    bench=BenchHooks(
+        rewrites={
+            "contrib": ModelRewrite(
+                route="standard",
+                opset=CONTRIB_OPSET,
+                rewrite=contrib_rewrite,
+                label=f"standard route (opset {CONTRIB_OPSET}, for ort_contrib)",
+            )
+        },
+        call=_bench_call,
+        profile=_profile,
+        matmul_ops=MATMUL_OPS,
+    ),
 )

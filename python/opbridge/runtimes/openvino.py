@@ -29,7 +29,14 @@ from typing import Any
 
 from opbridge import _dtypes
 from opbridge._imports import WaitingFinder, when_imported
-from opbridge._library import BUILTIN, ON_LOAD, Library, libraries, library_for_domain
+from opbridge._library import (
+    BUILTIN,
+    ON_LOAD,
+    Library,
+    libraries,
+    library_for_domain,
+    library_nodes,
+)
 from opbridge.runtimes.base import (
     Runtime,
     RuntimeCheck,
@@ -44,7 +51,6 @@ from opbridge.runtimes.model import (
     ModelFacts,
     check_op_types,
     libraries_for,
-    library_nodes,
     local_function_domains,
     nodes,
     used_domains,
@@ -515,7 +521,7 @@ def _plain_session(model: Any, level: str | None = None) -> Session:
 
 def library_kernels(model: Any, feeds: dict, level: str | None = None) -> set[str]:
     """The names of the ONNX model's library nodes (:func:`library_nodes
-    <opbridge.runtimes.model.library_nodes>`, each named) that ran as
+    <opbridge._library.library_nodes>`, each named) that ran as
     their library's kernel in one run on ``feeds`` of a session at
     ``level``, by OpenVINO's profiling (``PERF_COUNT``): the node became its
     library's operator when read (one with the node's domain and op type,

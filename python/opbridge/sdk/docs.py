@@ -62,10 +62,10 @@ def _route_forms(found) -> list[str]:
     for route in routes.routes().values():
         if route.library_node:
             continue
-        form = found.form(route.name)
-        if form is not None:
-            text = " ".join((inspect.getdoc(form) or "").split())
+        if route.own_form(found):
+            form = route.form(found) or found.standard
+            text = "none" if form is None else " ".join((inspect.getdoc(form) or "").split())
         else:
-            text = "none" if route.name == "standard" else "the standard form."
+            text = "the standard form."
         lines += [f"{route.label}: {text}", ""]
     return lines

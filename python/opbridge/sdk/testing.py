@@ -432,7 +432,7 @@ def check_export(
     1e-5 at its base and its default optimization level."""
     from opbridge import runtimes
     from opbridge.export import routes
-    from opbridge.ops.contrib import check_model
+    from opbridge.export.contrib import check_model
 
     chosen = runtimes.get(runtime)
     library = _library(card)

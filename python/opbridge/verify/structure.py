@@ -21,7 +21,7 @@ from opbridge.verify.status import FAIL, PASS, WARN, Check, one_line
 def structure_checks(model, route: str, torch_model, inputs, outputs) -> list[Check]:
     """Every structure check of ``model`` (exported by ``route``) against the
     PyTorch model and its example ``inputs`` and ``outputs`` (tensors)."""
-    from opbridge.ops.contrib import check_model
+    from opbridge.export.contrib import check_model
 
     checks = []
     try:

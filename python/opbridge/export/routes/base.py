@@ -24,19 +24,30 @@ class Route:
     - ``needs_library``: a model it makes needs the operator library (its
       domain's nodes) in the runtime; False means it runs in a stock runtime.
     - ``library_node``: an operator becomes one node in its library's domain;
-      otherwise ``form(card)`` gives the decomposition that builds it.
-    - ``form(card, standard)``: the decomposition this route builds the op
-      with (written against :class:`opbridge.ops.builder.Builder`), from the
-      op's card (None when it has none) and its ``standard`` decomposition
-      (the card's); None for a route of library nodes.
+      otherwise the route builds it from other ONNX operators, by ``form``.
+    - ``form(card)``: the decomposition of its own this route builds the op
+      with (written against :class:`opbridge.export.builder.Builder`), from
+      the op's card (None when it has none); None: the op's standard form.
+      Unused for a route of library nodes.
     - ``own_form(card)``: whether the route has a form of its own for the
       op with this card (None: no card), not a fall-back to another route's:
       ``route="auto"`` measures a route as a candidate only then.
     - ``check(model, libraries)``: the route's rule for the exported graph.
     - ``bench_name``: the route in bench's implementation names
-      (``ort_<bench_name>``), and ``label``: how bench, docs and reports
-      name the route.
+      (``ort_<bench_name>``).
     - ``summary``: one line for the docs and ``--help``.
+    - ``label``: how bench, docs and reports name the route; by default
+      ``"<name> route"``.
+    - ``auto_rank``: among candidates of equal time, ``route="auto"`` takes
+      the route of the lowest rank (by default after the built-in routes).
+    - ``door``: PyTorch's own exporters take the route alone
+      (:func:`opbridge.export.route`); False for a route that needs
+      :func:`opbridge.export.export`'s own steps (``finish``).
+    - ``runtime_ops``: a model it makes may hold a runtime's own operators
+      (ONNX Runtime's contrib operators): bench lists those it has.
+    - ``bench_base_level``: bench also times its model at the runtime's base
+      optimization level (``ort_<bench_name>_nofusion``): the runtime's own
+      fusions of the route's plain graph are what that compares.
     - ``finish(model, selected, opset, form_of, avoid)``: what the route adds
       to the exported model, for the library nodes ``selected(node)`` accepts
       (the ``function`` route's bodies); ``form_of(library, spec)`` is an op's
@@ -47,16 +58,18 @@ class Route:
     name: str
     needs_library: bool
     library_node: bool
-    form: Callable[[Any, Callable], Callable | None]
+    form: Callable[[Any], Callable | None]
     own_form: Callable[[Any], bool]
     check: Callable[[Any, list], StructureCheck]
     bench_name: str
-    label: str
     summary: str
+    label: str = ""
+    auto_rank: int = 100
+    door: bool = True
+    runtime_ops: bool = False
+    bench_base_level: bool = False
     finish: Callable[[Any, Callable, int, Callable, frozenset], Any] | None = None
 
-
-def library_nodes(model, libraries: list) -> list:
-    """The nodes of ``model`` in the domain of one of ``libraries``."""
-    domains = {lib.onnx_domain for lib in libraries}
-    return [node for node in model.graph.node if node.domain in domains]
+    def __post_init__(self) -> None:
+        if not self.label:
+            object.__setattr__(self, "label", f"{self.name} route")

@@ -65,10 +65,10 @@ ROUTE = Route(
     name="custom",
     needs_library=True,
     library_node=True,
-    form=lambda card, standard: None,
+    form=lambda card: None,
     own_form=lambda card: True,
     check=nodes_match_specs,
     bench_name="custom",
-    label="custom route",
     summary="one node per operator in the library's domain: fastest, needs the library",
+    auto_rank=0,
 )

@@ -6,8 +6,9 @@ runs the bodies, ONNX Runtime with the library registered runs its kernels
 
 from __future__ import annotations
 
+from opbridge._library import library_nodes
 from opbridge.export.functions import add_functions, library_functions
-from opbridge.export.routes.base import Route, StructureCheck, library_nodes
+from opbridge.export.routes.base import Route, StructureCheck
 from opbridge.export.routes.custom import nodes_match_specs
 
 TITLE = "opbridge nodes match the specs and have function bodies"
@@ -41,13 +42,15 @@ ROUTE = Route(
     name="function",
     needs_library=False,
     library_node=True,
-    form=lambda card, standard: None,
+    form=lambda card: None,
     # Where the library is loaded it runs the custom route's kernel, where it
     # is not the standard form: route="auto" measures those two routes.
     own_form=lambda card: False,
     check=nodes_have_bodies,
     bench_name="function",
-    label="function route",
     summary="library nodes with standard-op bodies: the kernels where the library is, any runtime",
+    auto_rank=3,
+    # Its bodies are added by opbridge.export.export, after PyTorch's exporter.
+    door=False,
     finish=add_functions,
 )

@@ -17,10 +17,11 @@ ROUTE = Route(
     name="ort",
     needs_library=False,
     library_node=False,
-    form=lambda card, standard: _own(card) or standard,
+    form=_own,
     own_form=lambda card: _own(card) is not None,
     check=no_library_node("ort", "run without an opbridge library"),
     bench_name="fused",
-    label="ort route",
     summary="ONNX Runtime's own fused operators where exact, else standard",
+    auto_rank=1,
+    runtime_ops=True,
 )

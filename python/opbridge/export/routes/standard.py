@@ -4,7 +4,8 @@ the opset defines them)."""
 
 from __future__ import annotations
 
-from opbridge.export.routes.base import Route, StructureCheck, library_nodes
+from opbridge._library import library_nodes
+from opbridge.export.routes.base import Route, StructureCheck
 
 
 def no_library_node(route: str, done: str):
@@ -28,12 +29,14 @@ ROUTE = Route(
     name="standard",
     needs_library=False,
     library_node=False,
-    form=lambda card, standard: standard,
-    # The card's standard form, or a registered decomposition, or the
-    # export's error that names the op: always a candidate.
+    # The op's standard form: the card's, or the export's error that names
+    # the op when it has none.
+    form=lambda card: None,
+    # Always a candidate.
     own_form=lambda card: True,
     check=no_library_node("standard", "are standard ONNX"),
     bench_name="standard",
-    label="standard route",
     summary="plain ai.onnx operators: any runtime, no library",
+    auto_rank=2,
+    bench_base_level=True,
 )

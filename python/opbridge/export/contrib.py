@@ -143,26 +143,6 @@ def onnx_schema(op_type: str):
     )
 
 
-_INT64_MAX = 2**63 - 1
-
-
-def skip_normalization(b, op_type: str, x, skip, *params, epsilon: float):
-    """ONNX Runtime's Skip(Simplified)LayerNormalization on ``x + skip``:
-    ``(out, sum)``. The operator takes 2-D or 3-D inputs only, so other
-    ranks (or an unknown one) are reshaped to ``[-1, hidden]`` and back."""
-    shape = b.shape(x)
-    flat = shape is None or len(shape) not in (2, 3)
-    if flat:
-        full = b.op("Shape", x)
-        hidden = b.op("Slice", full, b.ints([-1]), b.ints([_INT64_MAX]))
-        rows = b.op("Concat", b.ints([-1]), hidden, axis=0)
-        x, skip = b.op("Reshape", x, rows), b.op("Reshape", skip, rows)
-    out, _, _, total = b.contrib(op_type, x, skip, *params, outputs=4, epsilon=epsilon)
-    if flat:
-        out, total = b.op("Reshape", out, full), b.op("Reshape", total, full)
-    return out, total
-
-
 def drop_unused_outputs(model) -> None:
     """Clears the names of ONNX Runtime operators' trailing outputs that no
     node reads and the graph does not return (the exporters create every

@@ -9,7 +9,7 @@ opset, so a decomposition can choose the form that opset has.
 
 An ``ort``-route form also emits ONNX Runtime's own operators with
 ``b.contrib(op_type, *inputs, outputs=n, **attrs)`` (their domains and
-signatures: :data:`opbridge.ops.contrib.SCHEMAS`).
+signatures: :data:`opbridge.export.contrib.SCHEMAS`).
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 
 from opbridge import _dtypes
+
+_INT64_MAX = 2**63 - 1
 
 
 class Builder:
@@ -35,12 +37,28 @@ class Builder:
         raise NotImplementedError
 
     def contrib(self, op_type: str, *inputs: Any, outputs: int = 1, **attrs: Any) -> Any:
-        """One node of an ONNX Runtime operator of :data:`opbridge.ops.contrib.SCHEMAS`.
+        """One node of an ONNX Runtime operator of :data:`opbridge.export.contrib.SCHEMAS`.
 
         Returns its first output, or a tuple of the first ``outputs``; the
         node gets every output of the schema, and the export drops those no
-        node reads (:func:`opbridge.ops.contrib.drop_unused_outputs`)."""
+        node reads (:func:`opbridge.export.contrib.drop_unused_outputs`)."""
         raise NotImplementedError
+
+    def skip_normalization(self, op_type: str, x, skip, *params, epsilon: float):
+        """ONNX Runtime's Skip(Simplified)LayerNormalization on ``x + skip``:
+        ``(out, sum)``. The operator takes 2-D or 3-D inputs only, so other
+        ranks (or an unknown one) are reshaped to ``[-1, hidden]`` and back."""
+        shape = self.shape(x)
+        flat = shape is None or len(shape) not in (2, 3)
+        if flat:
+            full = self.op("Shape", x)
+            hidden = self.op("Slice", full, self.ints([-1]), self.ints([_INT64_MAX]))
+            rows = self.op("Concat", self.ints([-1]), hidden, axis=0)
+            x, skip = self.op("Reshape", x, rows), self.op("Reshape", skip, rows)
+        out, _, _, total = self.contrib(op_type, x, skip, *params, outputs=4, epsilon=epsilon)
+        if flat:
+            out, total = self.op("Reshape", out, full), self.op("Reshape", total, full)
+        return out, total
 
     def shape(self, value: Any) -> list[int | None] | None:
         """``value``'s dimensions as known at export time (None for a
@@ -85,7 +103,7 @@ class DynamoBuilder(Builder):
     def contrib(self, op_type, *inputs, outputs=1, **attrs):
         import onnxscript
 
-        from opbridge.ops.contrib import onnx_schema
+        from opbridge.export.contrib import onnx_schema
 
         schema = onnx_schema(op_type)
         opset = onnxscript.values.Opset(schema.domain, schema.since_version)
@@ -152,7 +170,7 @@ class LegacyBuilder(Builder):
         return self.g.op(op_type, *inputs, **named)
 
     def contrib(self, op_type, *inputs, outputs=1, **attrs):
-        from opbridge.ops.contrib import onnx_schema
+        from opbridge.export.contrib import onnx_schema
 
         schema = onnx_schema(op_type)
         qualified = f"{schema.domain}::{op_type}" if schema.domain else op_type
@@ -179,9 +197,8 @@ class LegacyBuilder(Builder):
     def constant(self, value, like):
         import torch
 
-        dtype = self.float_dtype(like)
-        torch_dtype = {"float32": torch.float32, "float64": torch.float64}.get(dtype or "")
-        if torch_dtype is not None:
+        torch_dtype = _dtypes.TORCH.get(self.float_dtype(like) or "")
+        if torch_dtype is not None and torch_dtype not in _dtypes.HALF:
             return self.g.op("Constant", value_t=torch.tensor(value, dtype=torch_dtype))
         return self.g.op(
             "CastLike", self.g.op("Constant", value_t=torch.tensor(float(value))), like
@@ -216,9 +233,7 @@ class LegacyBuilder(Builder):
             scalar = value.type().scalarType()
         except Exception:
             return None
-        return self.float_dtype(value) or {"Byte": "uint8", "Long": "int64", "Int": "int32"}.get(
-            scalar
-        )
+        return _dtypes.FROM_TORCHSCRIPT.get(scalar)
 
 
 # Output element types that are not the first input's (by ONNX's operator
@@ -272,14 +287,13 @@ class ProtoBuilder(Builder):
         return output
 
     def _result_dtype(self, op_type: str, inputs: tuple, attrs: dict) -> str | None:
-        import onnx
 
         if op_type in _INT64_RESULTS:
             return "int64"
         if op_type in _BOOL_RESULTS:
             return "bool"
         if op_type == "Cast":
-            return onnx.helper.tensor_dtype_to_np_dtype(attrs["to"]).name
+            return _dtypes.FROM_ONNX.get(attrs["to"])
         if op_type == "CastLike":
             return inputs[1].dtype if inputs[1] is not None else None
         for value in inputs:
@@ -321,7 +335,7 @@ class ProtoBuilder(Builder):
 
     def float_dtype(self, value):
         dtype = getattr(value, "dtype", None)
-        return dtype if dtype in ("float32", "float64", "float16", "bfloat16") else None
+        return dtype if dtype in _dtypes.FLOATING else None
 
     def floats(self, values, like):
         dtype = self.float_dtype(like) or "float32"
