@@ -3,6 +3,7 @@
 Run with the project's environment (``./dev test`` does):
 
     .venv/bin/python scripts/check_ort_range.py [--keep DIR]
+    .venv/bin/python scripts/check_ort_range.py --prepare   # step 2 only
 
 1. Checks that ort-range.txt pins the releases that csrc/opbridge/version.h
    names (the floor's minor is ORT_API_FLOOR, the newest is
@@ -269,8 +270,18 @@ def export_cases(out: Path) -> dict:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", type=Path, help="write the cases here and keep them")
+    parser.add_argument(
+        "--prepare",
+        action="store_true",
+        help="only make the scratch environments (needs no build: ./dev test makes them "
+        "while it compiles)",
+    )
     args = parser.parse_args()
     started = time.monotonic()
+    if args.prepare:
+        for role, packages in read_pins().items():
+            scratch_python(role, packages)
+        return 0
 
     import opbridge
     from opbridge._library import _C

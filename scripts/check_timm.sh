@@ -23,6 +23,13 @@ BUILD="$ROOT/build/timm"
 STAMP="$ROOT/.stamps/timm"
 log() { printf '[timm] %s\n' "$*" >&2; }
 
+# --prepare: only the environment (downloads and unpacking, no build), which
+# ./dev test makes in the background while it compiles.
+PREPARE=0
+if [[ "${1:-}" == --prepare ]]; then
+  PREPARE=1
+  shift
+fi
 if [[ ! -x "$VENV/bin/python" ]]; then
   log "creating $VENV"
   python3.11 -m venv "$VENV"
@@ -34,6 +41,7 @@ if ! "$VENV/bin/python" scripts/check_pins.py requirements-timm.txt >/dev/null 2
   "$VENV/bin/python" -m pip install -q --no-compile -r requirements-timm.txt
   "$VENV/bin/python" scripts/check_pins.py requirements-timm.txt
 fi
+((PREPARE)) && exit 0
 
 # The CUDA build of torch asks CMake for the CUDA toolkit even for CPU code:
 # $CUDA_HOME, else the one nvcc runs from (nvcc may be a wrapper script).

@@ -9,6 +9,23 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 OUT="$ROOT/build/wheel"
 SCRATCH="$ROOT/build/wheel-venv"
+# The scratch environment: the runtime dependencies at their pins (torch,
+# onnx, onnxruntime, onnxscript, numpy and what they pull; byte-compiled when
+# first imported), and ExecuTorch as ./dev installs it
+# (requirements-nodeps.txt, --no-deps): the wheel's ExecuTorch kernels find
+# its runtime through their RUNPATH. `--prepare` makes only this (no build),
+# as ./dev test does in the background while it compiles.
+prepare() {
+  if [[ ! -x "$SCRATCH/bin/python" ]]; then
+    python3.11 -m venv "$SCRATCH"
+  fi
+  "$SCRATCH/bin/python" -m pip install -q --no-compile -r <(grep -E '^(torch|onnx|onnxruntime|onnxscript|onnx-ir|numpy|ml_dtypes|protobuf|typing_extensions|packaging|filelock|fsspec|Jinja2|MarkupSafe|networkx|sympy|mpmath|flatbuffers)==' "$ROOT/requirements.txt")
+  "$SCRATCH/bin/python" -m pip install -q --no-compile --no-deps -r "$ROOT/requirements-nodeps.txt"
+}
+if [[ "${1:-}" == --prepare ]]; then
+  prepare
+  exit 0
+fi
 rm -rf "$OUT"
 # Warnings as errors, as in every CI build; it also makes the compile commands
 # those of ./dev's build, so ccache serves most of them.
@@ -17,16 +34,7 @@ rm -rf "$OUT"
   -Ccmake.define.OPBRIDGE_BUILD_EXECUTORCH=ON
 wheel=("$OUT"/opbridge-*.whl)
 echo "[check_wheel] built $(basename "${wheel[0]}") ($(du -h "${wheel[0]}" | cut -f1))" >&2
-if [[ ! -x "$SCRATCH/bin/python" ]]; then
-  python3.11 -m venv "$SCRATCH"
-fi
-# The runtime dependencies at their pins (torch, onnx, onnxruntime, onnxscript,
-# numpy and what they pull; byte-compiled when first imported), then the
-# wheel itself without dependencies.
-"$SCRATCH/bin/python" -m pip install -q --no-compile -r <(grep -E '^(torch|onnx|onnxruntime|onnxscript|onnx-ir|numpy|ml_dtypes|protobuf|typing_extensions|packaging|filelock|fsspec|Jinja2|MarkupSafe|networkx|sympy|mpmath|flatbuffers)==' "$ROOT/requirements.txt")
-# ExecuTorch as ./dev installs it (requirements-nodeps.txt, --no-deps): the
-# wheel's ExecuTorch kernels find its runtime through their RUNPATH.
-"$SCRATCH/bin/python" -m pip install -q --no-compile --no-deps -r "$ROOT/requirements-nodeps.txt"
+prepare
 "$SCRATCH/bin/python" -m pip install -q --force-reinstall --no-deps "${wheel[0]}"
 cd "$(mktemp -d)"
 OPBRIDGE_WHEEL="${wheel[0]}" "$SCRATCH/bin/python" - <<'PY'
