@@ -113,17 +113,16 @@ def builtin(x, residual, weight=None, bias=None, eps=1e-5):
     return F.layer_norm(total, (x.shape[-1],), weight, bias, eps), total
 
 
-CARD = register_card(
-    Card.of_module(
-        globals(),
-        name="add_layer_norm",
-        call=add_layer_norm,
-        layout=Layout(
-            {
-                **dict.fromkeys(("x", "residual", "out", "residual_out"), "...d"),
-                **dict.fromkeys(("weight", "bias"), "d"),
-            },
-            whole="d",
-        ),
-    )
+CARD = Card.of_module(
+    globals(),
+    name="add_layer_norm",
+    call=add_layer_norm,
+    layout=Layout(
+        {
+            **dict.fromkeys(("x", "residual", "out", "residual_out"), "...d"),
+            **dict.fromkeys(("weight", "bias"), "d"),
+        },
+        whole="d",
+    ),
 )
+register_card(CARD)

@@ -100,17 +100,16 @@ def builtin(x, residual, weight, bias=None, eps=1e-6):
     return (y + bias if bias is not None else y), x + residual
 
 
-CARD = register_card(
-    Card.of_module(
-        globals(),
-        name="add_rms_norm",
-        call=add_rms_norm,
-        layout=Layout(
-            {
-                **dict.fromkeys(("x", "residual", "out", "residual_out"), "...d"),
-                **dict.fromkeys(("weight", "bias"), "d"),
-            },
-            whole="d",
-        ),
-    )
+CARD = Card.of_module(
+    globals(),
+    name="add_rms_norm",
+    call=add_rms_norm,
+    layout=Layout(
+        {
+            **dict.fromkeys(("x", "residual", "out", "residual_out"), "...d"),
+            **dict.fromkeys(("weight", "bias"), "d"),
+        },
+        whole="d",
+    ),
 )
+register_card(CARD)

@@ -107,11 +107,10 @@ def builtin(x, bias, approximate="none"):
     return F.gelu(x + bias, approximate=approximate)
 
 
-CARD = register_card(
-    Card.of_module(
-        globals(),
-        name="bias_gelu",
-        call=bias_gelu,
-        layout=Layout({"x": "...d", "bias": "d", "y": "...d"}),
-    )
+CARD = Card.of_module(
+    globals(),
+    name="bias_gelu",
+    call=bias_gelu,
+    layout=Layout({"x": "...d", "bias": "d", "y": "...d"}),
 )
+register_card(CARD)

@@ -149,13 +149,12 @@ def builtin(x, weight=None, bias=None, eps=1e-5):
     return F.layer_norm(x, (x.shape[-1],), weight, bias, eps)
 
 
-CARD = register_card(
-    Card.of_module(
-        globals(),
-        # LayerNormalization is ONNX Runtime's own fused kernel: the standard
-        # form is the ort route's too (no ort form).
-        name="layer_norm",
-        call=layer_norm,
-        layout=Layout({"x": "...d", "weight": "d", "bias": "d", "y": "...d"}, whole="d"),
-    )
+CARD = Card.of_module(
+    globals(),
+    # LayerNormalization is ONNX Runtime's own fused kernel: the standard
+    # form is the ort route's too (no ort form).
+    name="layer_norm",
+    call=layer_norm,
+    layout=Layout({"x": "...d", "weight": "d", "bias": "d", "y": "...d"}, whole="d"),
 )
+register_card(CARD)

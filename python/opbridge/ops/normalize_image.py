@@ -130,12 +130,11 @@ def layout(channels_last_in=True, **_):
     return Layout({"image": image, "y": "nchw"}, whole="c")
 
 
-CARD = register_card(
-    Card.of_module(
-        globals(),
-        name="normalize_image",
-        call=normalize_image,
-        bench_backward=False,
-        layout=layout,
-    )
+CARD = Card.of_module(
+    globals(),
+    name="normalize_image",
+    call=normalize_image,
+    bench_backward=False,
+    layout=layout,
 )
+register_card(CARD)

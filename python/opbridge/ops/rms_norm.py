@@ -109,11 +109,10 @@ def builtin(x, weight, bias=None, eps=1e-6):
     return y + bias if bias is not None else y
 
 
-CARD = register_card(
-    Card.of_module(
-        globals(),
-        name="rms_norm",
-        call=rms_norm,
-        layout=Layout({"x": "...d", "weight": "d", "bias": "d", "y": "...d"}, whole="d"),
-    )
+CARD = Card.of_module(
+    globals(),
+    name="rms_norm",
+    call=rms_norm,
+    layout=Layout({"x": "...d", "weight": "d", "bias": "d", "y": "...d"}, whole="d"),
 )
+register_card(CARD)

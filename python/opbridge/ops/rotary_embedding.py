@@ -288,15 +288,14 @@ def composite(x, cos, sin, interleaved=False):
     return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)
 
 
-CARD = register_card(
-    Card.of_module(
-        globals(),
-        # x [batch, seq, heads, head_dim]; cos/sin [seq, half] or [batch, seq, half]
-        # (batch 1 broadcasts). head_dim and half are rotated: whole.
-        name="rotary_embedding",
-        call=rotary_embedding,
-        layout=Layout(
-            {"x": "bshk", "cos": ("sr", "bsr"), "sin": ("sr", "bsr"), "y": "bshk"}, whole="kr"
-        ),
-    )
+CARD = Card.of_module(
+    globals(),
+    # x [batch, seq, heads, head_dim]; cos/sin [seq, half] or [batch, seq, half]
+    # (batch 1 broadcasts). head_dim and half are rotated: whole.
+    name="rotary_embedding",
+    call=rotary_embedding,
+    layout=Layout(
+        {"x": "bshk", "cos": ("sr", "bsr"), "sin": ("sr", "bsr"), "y": "bshk"}, whole="kr"
+    ),
 )
+register_card(CARD)

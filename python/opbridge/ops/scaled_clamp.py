@@ -66,11 +66,10 @@ def builtin(x, scale, min_val=0.0, max_val=6.0):
     return torch.mul(x, scale).clamp_(min_val, max_val)
 
 
-CARD = register_card(
-    Card.of_module(
-        globals(),
-        name="scaled_clamp",
-        call=scaled_clamp,
-        layout=Layout({"x": "...", "y": "..."}),
-    )
+CARD = Card.of_module(
+    globals(),
+    name="scaled_clamp",
+    call=scaled_clamp,
+    layout=Layout({"x": "...", "y": "..."}),
 )
+register_card(CARD)
