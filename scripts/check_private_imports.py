@@ -5,8 +5,9 @@ private to the part of the package that defines it: a subpackage
 (``opbridge.export``, ``opbridge.ops``, ...) with every module under it, or
 a module directly in ``opbridge/`` (``opbridge._library``,
 ``opbridge.autoroute``, ...) on its own. Any module may import a private
-module (``opbridge._dtypes``, ``opbridge._C``, ``opbridge.ops._card``) and
-use its public names; what it may not do is import another part's private
+module (``opbridge._dtypes``, ``opbridge.ops._card``) and use its public
+names, except a module built from C++ (``opbridge._C``), which is the loading
+part's own; what it may not do is import another part's private
 name (``from opbridge.runtimes.onnxruntime import _path_of`` in
 ``opbridge.deploy``), nor reach one through a module it imported
 (``onnxruntime._path_of``). A name another part needs is made public, or the
@@ -27,8 +28,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "opbridge"
 
-# Modules of the package built from C++ (no Python source to find).
-EXTENSIONS = {"opbridge._C"}
+# Modules of the package built from C++ (no Python source to find), each
+# private to the part that loads it: the others reach what it offers through
+# that part's public names (opbridge._library.simd_target, Library.module).
+EXTENSIONS = {"opbridge._C": "opbridge._library"}
 
 
 def modules(source: Path) -> dict[str, Path]:
@@ -62,6 +65,7 @@ class Uses(ast.NodeVisitor):
         self.known = known
         self.bound: dict[str, str] = {}  # a local name -> the package's module it holds
         self.found: list[tuple[int, str, str]] = []
+        self.extensions: list[tuple[int, str]] = []  # (line, extension module) imported
 
     def _absolute(self, node: ast.ImportFrom) -> str:
         if not node.level:
@@ -74,6 +78,8 @@ class Uses(ast.NodeVisitor):
         for alias in node.names:
             if alias.name.split(".")[0] != PACKAGE:
                 continue
+            if alias.name in EXTENSIONS:
+                self.extensions.append((node.lineno, alias.name))
             if alias.asname:
                 self.bound[alias.asname] = alias.name
             else:
@@ -85,6 +91,8 @@ class Uses(ast.NodeVisitor):
             return
         for alias in node.names:
             target = f"{source}.{alias.name}"
+            if target in EXTENSIONS or source in EXTENSIONS:
+                self.extensions.append((node.lineno, target if target in EXTENSIONS else source))
             if target in self.known:
                 self.bound[alias.asname or alias.name] = target
             elif private(alias.name):
@@ -99,6 +107,8 @@ class Uses(ast.NodeVisitor):
         if isinstance(value, ast.Name) and value.id in self.bound:
             module = self.bound[value.id]
             for attr in reversed(chain):
+                if f"{module}.{attr}" in EXTENSIONS:
+                    self.extensions.append((node.lineno, f"{module}.{attr}"))
                 if f"{module}.{attr}" not in self.known:
                     if private(attr):
                         self.found.append((node.lineno, module, attr))
@@ -112,12 +122,16 @@ def offenses(source: Path) -> list[str]:
     """``file:line: module imports name from module`` for each use of another
     part's private name."""
     found = modules(source)
-    known = set(found) | EXTENSIONS
+    known = set(found) | set(EXTENSIONS)
     packages = {m for m, path in found.items() if path.name == "__init__.py"}
     lines = []
     for module, path in sorted(found.items()):
         uses = Uses(module, path.name == "__init__.py", known)
         uses.visit(ast.parse(path.read_text(), str(path)))
+        for line, extension in uses.extensions:
+            if module != EXTENSIONS[extension]:
+                where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+                lines.append(f"{where}:{line}: {module} imports {extension}")
         for line, owner, name in sorted(set(uses.found)):
             if part(owner, packages) != part(module, packages):
                 where = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path

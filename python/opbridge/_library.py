@@ -293,6 +293,23 @@ def load_library(library: str | os.PathLike | ModuleType) -> Library:
 ON_LOAD: list = []
 
 
+def simd_targets() -> list[str]:
+    """The SIMD targets opbridge's own kernels were compiled for that this
+    CPU runs (Highway's names: ``"AVX2"``, ``"SSE4"``, ...)."""
+    return list(_C.simd_targets())
+
+
+def simd_target() -> str:
+    """The SIMD target opbridge's own kernels run now."""
+    return _C.simd_target()
+
+
+def set_simd_target(name: str) -> None:
+    """Makes opbridge's own kernels run the SIMD target ``name`` (one of
+    :func:`simd_targets`; ``""``: the best this CPU has), for bench."""
+    _C.set_simd_target(name)
+
+
 def libraries() -> list[Library]:
     """Every loaded operator library, opbridge's own first."""
     return list(_LIBRARIES.values())

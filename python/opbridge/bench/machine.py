@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from opbridge import _C
+from opbridge._library import simd_target
 
 # ---------------------------------------------------------------- machine
 
@@ -39,7 +39,7 @@ def machine_description() -> str:
                 break
     return (
         f"{model}, {os.cpu_count()} logical CPUs, LLC {last_level_cache_bytes() >> 20} MiB, "
-        f"SIMD target {_C.simd_target()}, torch {torch.__version__}"
+        f"SIMD target {simd_target()}, torch {torch.__version__}"
     )
 
 

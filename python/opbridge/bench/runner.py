@@ -15,7 +15,8 @@ import torch
 from torch import nn
 
 import opbridge
-from opbridge import _C, runtimes
+from opbridge import runtimes
+from opbridge._library import simd_target
 from opbridge.bench import models as bench_models
 from opbridge.bench.cases import (
     DTYPES,
@@ -416,7 +417,7 @@ def run_benchmark(settings: Settings, log=print) -> dict:
     return {
         "copy_gbps": copy_gbps,
         "machine": machine_description(),
-        "simd_target": _C.simd_target(),
+        "simd_target": simd_target(),
         # 1, 5 and 15 minute load averages at the start and at the end.
         "load_average": {"start": list(load_start), "end": list(os.getloadavg())},
         "results": [r.to_json() for r in results],

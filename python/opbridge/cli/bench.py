@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import opbridge
-from opbridge import _C
+from opbridge._library import set_simd_target
 from opbridge.bench import models as bench_models
 from opbridge.bench.cases import DTYPES, IMPLS, OpCase
 from opbridge.bench.machine import machine_description, tune_allocator
@@ -76,7 +76,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "transformers.exporters",
     )
     parser.add_argument(
-        "--simd-target", default="", help="force a SIMD target (one of opbridge._C.simd_targets())"
+        "--simd-target",
+        default="",
+        help="force a SIMD target (one of opbridge._library.simd_targets())",
     )
     parser.add_argument(
         "--default-allocator",
@@ -143,7 +145,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as error:
         print(error, file=sys.stderr)
         return 2
-    _C.set_simd_target(args.simd_target)
+    set_simd_target(args.simd_target)
     all_threads = os.cpu_count() or 1
     sizes = op_sizes(args.quick)
     if args.sizes:

@@ -34,7 +34,7 @@ def diagnose() -> tuple[list[tuple[str, str]], list[Check]]:
     try:
         import torch
 
-        from opbridge import _C
+        from opbridge._library import BUILTIN
     except ImportError as error:
         checks.append(Check("native extension loads", False, str(error)))
         return facts, checks
@@ -42,34 +42,36 @@ def diagnose() -> tuple[list[tuple[str, str]], list[Check]]:
     import opbridge
     from opbridge import runtimes
 
+    # What opbridge's own extension module was built with.
+    native = BUILTIN.module
     facts += [
         ("opbridge", f"{opbridge.__version__} (domain opbridge v{opbridge.ONNX_DOMAIN_VERSION})"),
-        ("compiler", _C.BUILD_COMPILER),
+        ("compiler", native.BUILD_COMPILER),
         (
             "C++ ABI (_GLIBCXX_USE_CXX11_ABI)",
-            f"opbridge {int(_C.BUILD_CXX11_ABI)}, torch {int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
+            f"opbridge {int(native.BUILD_CXX11_ABI)}, torch {int(torch._C._GLIBCXX_USE_CXX11_ABI)}",
         ),
-        ("built against torch", _C.BUILD_TORCH_VERSION),
-        ("extension", _C.__file__),
-        ("OPBRIDGE_CHECK", "on" if _C.runtime_checks_enabled() else "off"),
+        ("built against torch", native.BUILD_TORCH_VERSION),
+        ("extension", native.__file__),
+        ("OPBRIDGE_CHECK", "on" if native.runtime_checks_enabled() else "off"),
         ("torch threads", str(torch.get_num_threads())),
     ]
-    simd = getattr(_C, "simd_target", None)
+    simd = getattr(native, "simd_target", None)
     facts.append(("SIMD target (run time)", simd() if callable(simd) else "scalar build"))
 
-    checks.append(Check("native extension loads", True, _C.__file__))
+    checks.append(Check("native extension loads", True, native.__file__))
     adapter = opbridge.libraries()[0].torch_adapter
     loaded = f"{adapter.library.name} ({adapter.kind} ABI): {adapter.reason}"
     facts.append(("PyTorch library", loaded))
-    if getattr(_C, "STABLE_ABI", False):
+    if getattr(native, "STABLE_ABI", False):
         # A stable-ABI build runs on every torch from its target version on.
-        target = _C.TORCH_TARGET_VERSION
+        target = native.TORCH_TARGET_VERSION
         running = tuple(int(part) for part in torch.__version__.split("+")[0].split(".")[:2])
         checks.append(
             Check(
                 "torch is at least the stable ABI's target",
                 running >= tuple(int(part) for part in target.split(".")),
-                f"built against {_C.BUILD_TORCH_VERSION} for torch >= {target} (stable ABI), "
+                f"built against {native.BUILD_TORCH_VERSION} for torch >= {target} (stable ABI), "
                 f"running {torch.__version__}",
             )
         )
@@ -78,14 +80,14 @@ def diagnose() -> tuple[list[tuple[str, str]], list[Check]]:
             Check(
                 "torch matches the build",
                 torch.__version__.split("+")[0].split(".")[:2]
-                == _C.BUILD_TORCH_VERSION.split("+")[0].split(".")[:2],
-                f"built against {_C.BUILD_TORCH_VERSION}, running {torch.__version__}",
+                == native.BUILD_TORCH_VERSION.split("+")[0].split(".")[:2],
+                f"built against {native.BUILD_TORCH_VERSION}, running {torch.__version__}",
             )
         )
     checks.append(
         Check(
             "C++ ABI matches torch",
-            bool(_C.BUILD_CXX11_ABI) == bool(torch._C._GLIBCXX_USE_CXX11_ABI),
+            bool(native.BUILD_CXX11_ABI) == bool(torch._C._GLIBCXX_USE_CXX11_ABI),
             "same _GLIBCXX_USE_CXX11_ABI",
         )
     )
