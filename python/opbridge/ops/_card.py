@@ -197,6 +197,10 @@ class UnknownOperatorError(KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+# The cards register_card took: the built-in operators' from their modules
+# (opbridge.ops.<op>), and every other one (other libraries', and a user's
+# card that replaces a built-in one, which wins).
+_BUILTIN_CARDS: dict[str, Card] = {}
 _REGISTERED: dict[str, Card] = {}
 # Called with every card register_card takes (opbridge.ops.sharding's).
 _ON_REGISTER: list[Callable[[Card], None]] = []
@@ -232,7 +236,7 @@ def _builtin_card(name: str) -> Card:
     """The registered card of a built-in operator; its module registers it
     when imported (the package imports every one, by the catalog)."""
     qualified = f"{BUILTIN_NAMESPACE}::{name}"
-    if qualified not in _REGISTERED:
+    if qualified not in _BUILTIN_CARDS:
         card = getattr(builtin_module(name), "CARD", None)
         if not isinstance(card, Card):
             raise RuntimeError(
@@ -245,12 +249,12 @@ def _builtin_card(name: str) -> Card:
                 f"opbridge: operator '{name}': the CARD in {builtin_file(name)} is for "
                 f"{card.qualified_name}"
             )
-        if qualified not in _REGISTERED:
+        if qualified not in _BUILTIN_CARDS:
             raise RuntimeError(
                 f"opbridge: operator '{name}': the CARD in {builtin_file(name)} is not "
                 "registered (CARD = register_card(Card.of_module(globals(), ...)))"
             )
-    return _REGISTERED[qualified]
+    return _BUILTIN_CARDS[qualified]
 
 
 def _builtin_names() -> list[str]:
@@ -283,8 +287,9 @@ def register_card(card: Card) -> Card:
     (or replaces an earlier card of the same qualified name). Returns ``card``."""
     if not isinstance(card, Card):
         raise TypeError(f"opbridge.ops.register_card: expected a Card, got {type(card).__name__}")
+    caller = sys._getframe(1).f_globals
     if not card.origin:
-        card.origin = _origin(sys._getframe(1).f_globals, card)
+        card.origin = _origin(caller, card)
     if card.composite is None:  # the formula a user would write: the reference
         card.composite = card.reference
     if card.samples is None or card.bench_inputs is None:
@@ -295,7 +300,9 @@ def register_card(card: Card) -> Card:
         card.bench_inputs = card.bench_inputs or bench_inputs
     for hook in _ON_REGISTER:  # may refuse the card (a layout that does not fit its op)
         hook(card)
-    _REGISTERED[card.qualified_name] = card
+    own = caller.get("__name__", "").startswith("opbridge.ops.")
+    builtin = own and card.namespace == BUILTIN_NAMESPACE
+    (_BUILTIN_CARDS if builtin else _REGISTERED)[card.qualified_name] = card
     for hook in AFTER_REGISTER:
         hook(card)
     return card
