@@ -38,17 +38,19 @@ def _seed():
 # C++ host), longest first: collected first, so that `./dev test`'s workers
 # (a file each, `--dist loadfile --no-loadscope-reorder`, which keeps this
 # order) start them early instead of one worker running them alone at the end.
-# Seconds on 2 cores, with an empty compiler cache where it differs: hf 205,
-# routes 165, sdk 100 (160), fused_norm 75 (130), openvino 116, onnx_export
-# 103, faulty_ops 50 (90), demo 73, opsets 44, verify_reference 40.
+# Seconds on 2 cores, with an empty compiler cache where it differs: sdk
+# 300 (580), hf 205, routes 165, fused_norm 75 (130), openvino 116,
+# onnx_export 103, faulty_ops 50 (90), integer_inputs 100, demo 73, opsets
+# 44, verify_reference 40.
 _SLOW_FIRST = (
+    "sdk/test_sdk.py",
     "integrations/test_hf.py",
     "autoroute/test_routes.py",
-    "sdk/test_sdk.py",
     "sdk/test_example_fused_norm.py",
     "runtimes/test_openvino.py",
     "export/test_onnx_export.py",
     "sdk/test_faulty_ops.py",
+    "runtimes/test_integer_inputs.py",
     "demo/test_demo.py",
     "export/test_opsets.py",
     "verify/test_verify_reference.py",

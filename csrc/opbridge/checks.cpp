@@ -8,7 +8,7 @@ std::string FormatShape(const Shape& shape) {
   std::string text = "[";
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i) text += ", ";
-    text += shape[i] < 0 ? std::string("?") : std::to_string(shape[i]);
+    text += shape[i].ToString();
   }
   return text + "]";
 }
@@ -41,14 +41,13 @@ const char* FirstInputName(const OpSpec& spec) { return spec.inputs.empty() ? "x
 
 Status CheckVectorOfLastDim(const OpSpec& spec, const char* argument, const Shape& shape,
                             const Shape& x_shape) {
-  const int64_t expected = x_shape.empty() ? -1 : x_shape.back();
+  const Dim expected = x_shape.empty() ? Dim(-1) : x_shape.back();
   const bool rank_ok = shape.size() == 1;
-  const bool size_ok = rank_ok && (expected < 0 || shape[0] < 0 || shape[0] == expected);
+  const bool size_ok = rank_ok && !DimsDiffer(shape[0], expected);
   if (size_ok) return Status::Ok();
   return ArgError(spec, argument,
-                  "must be 1-D with " + (expected < 0 ? std::string("?") : std::to_string(expected)) +
-                      " elements (the last dimension of " + FirstInputName(spec) + "), got shape " +
-                      FormatShape(shape));
+                  "must be 1-D with " + expected.ToString() + " elements (the last dimension of " +
+                      FirstInputName(spec) + "), got shape " + FormatShape(shape));
 }
 
 Status CheckSameDtype(const OpSpec& spec, const char* argument, const std::string& given,
@@ -85,9 +84,22 @@ Status CheckFloatingOrHalfInputs(const OpSpec& spec, const std::vector<TensorInf
   return Status::Ok();
 }
 
+Status CheckOutputsTaken(const OpSpec& spec, const KernelArgs& args) {
+  for (size_t k = 0; k < args.outputs.size(); ++k) {
+    if (args.outputs.taken(k) || args.outputs.peek(k) == nullptr) continue;
+    if (k < args.output_infos.size() && NumElements(args.output_infos[k].shape) == 0) continue;
+    return Status::Error(spec.MessageName() + ": the kernel returned without writing output '" +
+                         TensorName(spec, args, true, k) + "' (it never took KernelArgs::outputs[" +
+                         std::to_string(k) +
+                         "]), which would hold whatever its memory held; write every output the launch is "
+                         "given (a null pointer marks one nobody needs)");
+  }
+  return Status::Ok();
+}
+
 int64_t NumElements(const Shape& shape) {
   int64_t n = 1;
-  for (int64_t d : shape) n *= d;
+  for (const Dim& d : shape) n *= static_cast<int64_t>(d);
   return n;
 }
 

@@ -51,7 +51,7 @@ Status CheckRank(const OpSpec& spec, const char* argument, const Shape& shape, s
 Status CheckInputCount(const OpSpec& spec, const std::vector<TensorInfo>& inputs);
 
 // Both dims known and different.
-inline bool DimsDiffer(int64_t a, int64_t b) { return a >= 0 && b >= 0 && a != b; }
+inline bool DimsDiffer(const Dim& a, const Dim& b) { return a >= 0 && b >= 0 && a != b; }
 
 // Calls body(T{}) for float32 / float64; an error for any other dtype.
 template <typename Body>
@@ -182,6 +182,20 @@ Status OutputAs(const OpSpec& spec, const KernelArgs& args, size_t k, int64_t el
   OPBRIDGE_RETURN_IF_ERROR(CheckTensorAccess(spec, args, true, k, DtypeOf<T>(), elements, how));
   *data = static_cast<T*>(args.outputs[k]);
   return Status::Ok();
+}
+
+// After a launch that returned Ok: an output the launch wanted (a non-null
+// pointer to at least one element) whose pointer the kernel never took
+// (OutputPointers) is an error naming the op and the output, which would
+// otherwise hold whatever its memory held. Every adapter checks it.
+Status CheckOutputsTaken(const OpSpec& spec, const KernelArgs& args);
+
+// launch(args), then CheckOutputsTaken: how every adapter launches a kernel.
+template <typename Launch>
+Status LaunchChecked(const OpSpec& spec, Launch&& launch, const KernelArgs& args) {
+  args.outputs.ForgetTaken();
+  OPBRIDGE_RETURN_IF_ERROR(launch(args));
+  return CheckOutputsTaken(spec, args);
 }
 
 }  // namespace opbridge

@@ -269,7 +269,7 @@ Status LaunchCheckedOnHost(const OpSpec& spec, const std::string& op, const Kern
   for (size_t k = 0; k < args.outputs.size(); ++k) {
     guarded.outputs[k] = guards.Add(spec.outputs[k], args.output_infos[k]);
   }
-  OPBRIDGE_RETURN_IF_ERROR(launch(guarded));
+  OPBRIDGE_RETURN_IF_ERROR(LaunchChecked(spec, launch, guarded));
   OPBRIDGE_RETURN_IF_ERROR(guards.Check());
   for (size_t k = 0; k < args.outputs.size(); ++k) {
     if (guards.Size(k) > 0) std::memcpy(args.outputs[k], guards.Data(k), static_cast<size_t>(guards.Size(k)));

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "opbridge/checks.h"
 #include "opbridge/dtype.h"
 #include "opbridge/spec.h"
 #include "opbridge/status.h"
@@ -105,7 +106,7 @@ Status LaunchCheckedOnHost(const OpSpec& spec, const std::string& op, const Kern
 
 template <typename Launch, typename Label>
 Status LaunchOnHost(const OpSpec& spec, const KernelArgs& args, Launch&& launch, Label&& label) {
-  if (!RuntimeChecksEnabled()) return launch(args);
+  if (!RuntimeChecksEnabled()) return LaunchChecked(spec, launch, args);
   return LaunchCheckedOnHost(spec, label(), args, launch);
 }
 

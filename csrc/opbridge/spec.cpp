@@ -178,6 +178,36 @@ void OnEachSpec(SpecListener listener) {
   for (const OpSpec* spec : MutableSpecs()) listener(*spec);
 }
 
+Status CheckGradients(const OpSpec& spec) {
+  if (!spec.has_backward()) return Status::Ok();
+  const BackwardSpec& backward = spec.backward;
+  for (const char* name : backward.no_gradient) {
+    bool known = false;
+    for (const InputSpec& input : spec.inputs) known = known || std::strcmp(input.name, name) == 0;
+    if (!known) {
+      return Status::Error(spec.TorchName() + ": NoGradient(\"" + name + "\") names no input of the op");
+    }
+  }
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    const char* name = spec.inputs[i].name;
+    const bool mapped = i < backward.input_grads.size() && backward.input_grads[i] >= 0;
+    bool declared = false;
+    for (const char* none : backward.no_gradient) declared = declared || std::strcmp(none, name) == 0;
+    if (mapped && declared) {
+      return Status::Error(spec.TorchName() + ": input '" + name +
+                           "' is declared NoGradient but InputGradients maps it to backward output " +
+                           std::to_string(backward.input_grads[i]));
+    }
+    if (!mapped && !declared) {
+      return Status::Error(spec.TorchName() + ": input '" + name +
+                           "' gets no gradient: InputGradients maps no backward output to it; map its "
+                           "gradient there, or declare .NoGradient(\"" +
+                           name + "\") if it takes none (an integer input, a constant table)");
+    }
+  }
+  return Status::Ok();
+}
+
 std::vector<const OpSpec*> AllSpecs() {
   std::vector<const OpSpec*> specs = MutableSpecs();
   std::sort(specs.begin(), specs.end(),

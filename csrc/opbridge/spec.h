@@ -28,10 +28,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "opbridge/dim.h"
 #include "opbridge/library.h"
 #include "opbridge/parallel.h"
 #include "opbridge/status.h"
@@ -78,11 +80,12 @@ struct InputSpec {
 };
 
 // A tensor as the shape rule sees it. dtype is "float32", "int64", ...;
-// a negative dimension is unknown (symbolic at shape-inference time, or under
-// torch.compile / torch.export). Shape rules compare only known dimensions
-// and pass unknown ones through unchanged: the PyTorch adapter maps an
-// unknown dimension that reaches an output back to its symbolic size.
-using Shape = std::vector<int64_t>;
+// each dimension is a Dim (opbridge/dim.h): a size, symbolic under
+// torch.compile / torch.export, where the rule's arithmetic and comparisons
+// are PyTorch's own on symbolic sizes. A negative size is unknown (ONNX
+// Runtime's shape inference of a dimension with no value): shape rules
+// compare only known dimensions and pass unknown ones through unchanged.
+using Shape = std::vector<Dim>;
 struct TensorInfo {
   bool present = true;  // false for an absent optional input
   std::string dtype;
@@ -94,12 +97,68 @@ struct TensorInfo {
 // before every run.
 using InferFn = Status (*)(const std::vector<TensorInfo>& inputs, std::vector<TensorInfo>* outputs);
 
+// A launch's output pointers (KernelArgs::outputs): a std::vector<void*>
+// that also notes which pointers the kernel took (read through a const
+// KernelArgs), so that an adapter refuses a launch that returned Ok without
+// taking a wanted output's pointer: that output would hold whatever the
+// memory held (CheckOutputsTaken, opbridge/checks.h).
+class OutputPointers {
+ public:
+  OutputPointers() = default;
+  OutputPointers(std::initializer_list<void*> pointers) : pointers_(pointers), taken_(pointers_.size()) {}
+
+  void push_back(void* pointer) {
+    pointers_.push_back(pointer);
+    taken_.push_back(false);
+  }
+  void reserve(size_t n) {
+    pointers_.reserve(n);
+    taken_.reserve(n);
+  }
+  void clear() {
+    pointers_.clear();
+    taken_.clear();
+  }
+  size_t size() const { return pointers_.size(); }
+  bool empty() const { return pointers_.empty(); }
+  // The adapter's access: sets a pointer, takes nothing.
+  void*& operator[](size_t k) { return pointers_[k]; }
+  // The kernel's access: takes pointer k.
+  void* operator[](size_t k) const {
+    taken_[k] = true;
+    return pointers_[k];
+  }
+  void* at(size_t k) const {
+    taken_.at(k) = true;
+    return pointers_[k];
+  }
+  void* back() const { return (*this)[pointers_.size() - 1]; }
+  std::vector<void*>::const_iterator begin() const {
+    TakeAll();
+    return pointers_.begin();
+  }
+  std::vector<void*>::const_iterator end() const { return pointers_.end(); }
+  void* const* data() const {
+    TakeAll();
+    return pointers_.data();
+  }
+  // Whether the kernel took pointer k; pointer k without taking it.
+  bool taken(size_t k) const { return taken_[k]; }
+  void* peek(size_t k) const { return pointers_[k]; }
+  void ForgetTaken() const { taken_.assign(taken_.size(), false); }
+
+ private:
+  void TakeAll() const { taken_.assign(taken_.size(), true); }
+  std::vector<void*> pointers_;
+  mutable std::vector<bool> taken_;
+};
+
 // Everything a forward kernel needs, with no framework types. Inputs and
 // outputs are contiguous; an absent optional input is a null pointer.
 struct KernelArgs {
   std::vector<const void*> inputs;
   std::vector<TensorInfo> input_infos;
-  std::vector<void*> outputs;
+  OutputPointers outputs;
   std::vector<TensorInfo> output_infos;
   std::vector<AttrValue> attrs;  // in spec order
   ParallelFor parallel_for;      // CPU launches
@@ -179,6 +238,10 @@ struct BackwardSpec {
   LaunchFn launch = nullptr;
   // Optional: output shapes for outputs with like == -1 (and extra checks).
   InferAttrsFn infer = nullptr;
+  // The forward inputs declared to take no gradient (NoGradient below): an
+  // integer input, a constant table. Every other input maps to a gradient
+  // (input_grads), or the PyTorch adapter refuses the spec.
+  std::vector<const char*> no_gradient = {};
 };
 
 // The values a tensor may hold beyond finite ones, as OPBRIDGE_CHECK's scan
@@ -363,6 +426,14 @@ class OpSpec::Builder {
     spec_.backward.infer = value;
     return *this;
   }
+  // Forward input `input` takes no gradient (an integer input, a constant
+  // table): with a backward, every input either maps to a gradient
+  // (InputGradients) or is declared here, so that a forgotten gradient is an
+  // error when the library registers, not a silent None.
+  Builder& NoGradient(const char* input) {
+    spec_.backward.no_gradient.push_back(input);
+    return *this;
+  }
   // The values forward input or output `tensor` takes beyond finite ones
   // (ValueSet flags: kNegInfValues, kInfValues, kNaNValues, ...), which
   // OPBRIDGE_CHECK's scan then lets through: .Values("mask", kNegInfValues).
@@ -382,6 +453,11 @@ class OpSpec::Builder {
 // spec.infer(inputs, outputs).
 Status InferWithAttrs(const OpSpec& spec, const std::vector<TensorInfo>& inputs,
                       const std::vector<AttrValue>& attrs, std::vector<TensorInfo>* outputs);
+
+// With a backward: every forward input maps to a gradient (input_grads) or
+// is declared NoGradient, and no input is both; an error naming the op and
+// the input otherwise.
+Status CheckGradients(const OpSpec& spec);
 
 // Every registered operator's spec, sorted by name.
 std::vector<const OpSpec*> AllSpecs();

@@ -37,7 +37,9 @@
 #include <openvino/frontend/pytorch/extension/conversion.hpp>
 #include <openvino/frontend/sequence_mark.hpp>
 #include <openvino/op/constant.hpp>
+#include <openvino/op/convert.hpp>
 #include <openvino/op/op.hpp>
+#include <openvino/op/result.hpp>
 #include <string>
 #include <utility>
 #include <vector>
@@ -79,6 +81,74 @@ ov::element::Type ElementType(const std::string& name) {
     if (d == dtype) return element;
   }
   return ov::element::dynamic;
+}
+
+// The integer types OpenVINO's CPU plugin computes in another (the model's
+// type, the type the plugin uses). The CPU plugin computes integers in i32
+// only: its ConvertPrecision pass (intel_cpu's transformation_pipeline.cpp)
+// turns every i64, u64, i16, u16 and u32 tensor between two nodes into i32,
+// and every boolean into u8, keeping only the model's own inputs and outputs
+// as they are (a Convert after each such input, before each such output).
+// An extension's node is no exception: a node first validated with an int64
+// input is validated again, and run, with an int32 one. OpenVINO has no
+// setting that keeps i64 (its KeepConstPrecision marks constants only), so
+// the node takes the model's type back (SpecNode::ModelType): the shape rule
+// and the kernel see the dtype the spec declares, and the kernel writes the
+// dtype the rule declares (SpecNode::OutputType says which type OpenVINO
+// gets). What the plugin could not keep, an int64 beyond int32's range, is
+// lost before the node, as in OpenVINO's own operators.
+constexpr std::pair<ov::element::Type_t, ov::element::Type_t> kLoweredIntegers[] = {
+    {ov::element::Type_t::i64, ov::element::Type_t::i32},
+    {ov::element::Type_t::u64, ov::element::Type_t::i32},
+    {ov::element::Type_t::i16, ov::element::Type_t::i32},
+    {ov::element::Type_t::u16, ov::element::Type_t::i32},
+    {ov::element::Type_t::u32, ov::element::Type_t::i32},
+    {ov::element::Type_t::boolean, ov::element::Type_t::u8},
+};
+
+// The type OpenVINO's CPU plugin computes `type` in (kLoweredIntegers).
+ov::element::Type LoweredType(const ov::element::Type& type) {
+  for (const auto& [from, to] : kLoweredIntegers) {
+    if (type == from) return to;
+  }
+  return type;
+}
+
+// Whether OpenVINO gives a tensor of type `model` as `given` (kLoweredIntegers).
+bool IsLowered(const ov::element::Type& model, const ov::element::Type& given) {
+  return model != given && LoweredType(model) == given;
+}
+
+// Calls body(T{}) with the C++ type of an element type of kLoweredIntegers
+// (boolean: one byte, 0 or 1); false for another type.
+template <typename Body>
+bool WithIntegerType(const ov::element::Type& type, Body&& body) {
+  switch (static_cast<ov::element::Type_t>(type)) {
+    case ov::element::Type_t::i64:
+      body(int64_t{});
+      return true;
+    case ov::element::Type_t::u64:
+      body(uint64_t{});
+      return true;
+    case ov::element::Type_t::i32:
+      body(int32_t{});
+      return true;
+    case ov::element::Type_t::u32:
+      body(uint32_t{});
+      return true;
+    case ov::element::Type_t::i16:
+      body(int16_t{});
+      return true;
+    case ov::element::Type_t::u16:
+      body(uint16_t{});
+      return true;
+    case ov::element::Type_t::u8:
+    case ov::element::Type_t::boolean:
+      body(uint8_t{});
+      return true;
+    default:
+      return false;
+  }
 }
 
 // The op's OpenVINO type: name = the ONNX op type, version = the ONNX domain.
@@ -130,6 +200,29 @@ ParallelFor OpenVinoParallelFor() {
   };
 }
 
+// Copies `from` into `to` (the same shape; types of kLoweredIntegers), each
+// value converted as OpenVINO's Convert does (a boolean is 0 or 1), on
+// OpenVINO's threads.
+void CopyConverted(const ov::Tensor& from, ov::Tensor to) {
+  const int64_t size = static_cast<int64_t>(from.get_size());
+  const bool to_boolean = to.get_element_type() == ov::element::boolean;
+  const bool known = WithIntegerType(from.get_element_type(), [&](auto source_zero) {
+    using Source = decltype(source_zero);
+    WithIntegerType(to.get_element_type(), [&](auto target_zero) {
+      using Target = decltype(target_zero);
+      const Source* source = static_cast<const Source*>(from.data());
+      Target* target = static_cast<Target*>(to.data());
+      OpenVinoParallelFor()(size, 1 << 14, [&](int64_t begin, int64_t end) {
+        for (int64_t i = begin; i < end; ++i) {
+          target[i] = to_boolean ? static_cast<Target>(source[i] != 0) : static_cast<Target>(source[i]);
+        }
+      });
+    });
+  });
+  OPENVINO_ASSERT(known, "opbridge: no conversion from ", from.get_element_type(), " to ",
+                  to.get_element_type());
+}
+
 // One operator of the library, whichever spec it is.
 class SpecNode : public ov::op::Op {
  public:
@@ -162,6 +255,7 @@ class SpecNode : public ov::op::Op {
     std::vector<TensorInfo> inputs(spec.inputs.size());
     bool known = true;
     bool types_known = true;
+    bool lowered = false;  // whether OpenVINO lowered an input (kLoweredIntegers)
     size_t port = 0;
     for (size_t i = 0; i < spec.inputs.size(); ++i) {
       if (!present_[i]) {
@@ -170,10 +264,13 @@ class SpecNode : public ov::op::Op {
       }
       const ov::element::Type& type = get_input_element_type(port);
       const ov::PartialShape& shape = get_input_partial_shape(port);
+      // The rule sees the model's dtype where OpenVINO lowered it.
+      const ov::element::Type model_type = ModelType(port, type);
+      lowered = lowered || model_type != type;
+      inputs[i].dtype = DtypeName(model_type);
       ++port;
       known = known && !type.is_dynamic() && shape.rank().is_static();
       types_known = types_known && !type.is_dynamic();
-      inputs[i].dtype = DtypeName(type);
       if (shape.rank().is_dynamic()) continue;
       for (const ov::Dimension& dim : shape)
         inputs[i].shape.push_back(dim.is_static() ? dim.get_length() : -1);
@@ -187,7 +284,8 @@ class SpecNode : public ov::op::Op {
       // output dtypes are declared where the shape rule gives them anyway.
       const std::vector<ov::element::Type> types = OutputTypesOfUnknownRanks(inputs, types_known);
       for (size_t k = 0; k < spec.outputs.size(); ++k) {
-        set_output_type(k, k < types.size() ? types[k] : ov::element::dynamic, ov::PartialShape::dynamic());
+        set_output_type(k, k < types.size() ? OutputType(k, types[k], lowered) : ov::element::dynamic,
+                        ov::PartialShape::dynamic());
       }
       return;
     }
@@ -198,7 +296,7 @@ class SpecNode : public ov::op::Op {
       std::vector<ov::Dimension> dims;
       for (int64_t dim : outputs[k].shape)
         dims.push_back(dim < 0 ? ov::Dimension::dynamic() : ov::Dimension(dim));
-      set_output_type(k, ElementType(outputs[k].dtype), ov::PartialShape(dims));
+      set_output_type(k, OutputType(k, ElementType(outputs[k].dtype), lowered), ov::PartialShape(dims));
     }
   }
 
@@ -288,6 +386,11 @@ class SpecNode : public ov::op::Op {
   bool evaluate(ov::TensorVector& outputs, const ov::TensorVector& inputs) const override {
     const OpSpec& spec = *spec_;
     KernelArgs args;
+    // The inputs OpenVINO lowered (kLoweredIntegers), in the model's type
+    // again, and the outputs it takes in a lowered type, as the kernel
+    // writes them (the spec's type) before they are copied into OpenVINO's.
+    std::vector<ov::Tensor> restored_inputs;
+    std::vector<std::pair<ov::Tensor, size_t>> lowered_outputs;
     size_t port = 0;
     for (size_t i = 0; i < spec.inputs.size(); ++i) {
       TensorInfo info;
@@ -295,10 +398,17 @@ class SpecNode : public ov::op::Op {
       if (!present_[i] || port >= inputs.size()) {
         info.present = false;
       } else {
-        const ov::Tensor& tensor = inputs[port++];
-        info.dtype = DtypeName(tensor.get_element_type());
+        const ov::Tensor& tensor = inputs[port];
+        const ov::element::Type type = ModelType(port++, tensor.get_element_type());
+        info.dtype = DtypeName(type);
         for (size_t dim : tensor.get_shape()) info.shape.push_back(static_cast<int64_t>(dim));
-        data = tensor.data();
+        if (type == tensor.get_element_type()) {
+          data = tensor.data();
+        } else {
+          restored_inputs.emplace_back(type, tensor.get_shape());
+          CopyConverted(tensor, restored_inputs.back());
+          data = restored_inputs.back().data();
+        }
       }
       args.inputs.push_back(data);
       args.input_infos.push_back(std::move(info));
@@ -308,19 +418,32 @@ class SpecNode : public ov::op::Op {
     if (outputs.size() < args.output_infos.size()) outputs.resize(args.output_infos.size());
     for (size_t k = 0; k < args.output_infos.size(); ++k) {
       const TensorInfo& info = args.output_infos[k];
+      const ov::element::Type type = ElementType(info.dtype);
       ov::Shape shape(info.shape.begin(), info.shape.end());
       if (!outputs[k]) {
-        outputs[k] = ov::Tensor(ElementType(info.dtype), shape);
+        outputs[k] = ov::Tensor(type, shape);
       } else {
         outputs[k].set_shape(shape);
       }
-      args.outputs.push_back(outputs[k].data());
+      const ov::element::Type& given = outputs[k].get_element_type();
+      if (given == type) {
+        args.outputs.push_back(outputs[k].data());
+      } else if (IsLowered(type, given)) {
+        lowered_outputs.emplace_back(ov::Tensor(type, shape), k);
+        args.outputs.push_back(lowered_outputs.back().first.data());
+      } else {
+        // The kernel would write another size of element than the tensor holds.
+        OPENVINO_THROW(spec.MessageName(), ": output '", spec.outputs[k], "' is ", info.dtype,
+                       " by the op's shape rule, but OpenVINO gives the node a ", DtypeName(given),
+                       " tensor for it", NodeSuffix());
+      }
     }
     args.attrs = attrs_;
     args.parallel_for = OpenVinoParallelFor();
     // OPBRIDGE_CHECK: argument checks and output guards.
     status = LaunchOnHost(spec, args, spec.forward, [&spec] { return spec.MessageName(); });
     if (!status.ok()) OPENVINO_THROW(status.message(), ConvertedInputsNote(inputs), NodeSuffix());
+    for (const auto& [written, k] : lowered_outputs) CopyConverted(written, outputs[k]);
     return true;
   }
 
@@ -350,9 +473,37 @@ class SpecNode : public ov::op::Op {
     return {};
   }
 
+  // The type OpenVINO gets output `k` in, of `type` by the shape rule:
+  // `type`, but where OpenVINO lowered the node's inputs (`lowered`: the
+  // CPU plugin's ConvertPrecision runs) and the output feeds another of its
+  // operators, which the plugin lowered too, the type it computes `type` in
+  // (a Multiply of an int64 output and a constant the plugin made int32
+  // fails otherwise: the plugin's InsertConvertAfterExtension converts an
+  // extension's outputs only where its first output is int64). The kernel
+  // still writes `type` (evaluate converts it); an output that only the
+  // model's outputs (Results) or Converts read keeps `type`, and its values.
+  ov::element::Type OutputType(size_t k, const ov::element::Type& type, bool lowered) const {
+    if (!lowered || LoweredType(type) == type) return type;
+    for (const ov::Input<ov::Node>& consumer : output(k).get_target_inputs()) {
+      const ov::Node* node = consumer.get_node();
+      if (!ov::is_type<ov::op::v0::Result>(node) && !ov::is_type<ov::op::v0::Convert>(node)) {
+        return LoweredType(type);
+      }
+    }
+    return type;
+  }
+
+  // The type input `port` has in the model, where OpenVINO gives the node
+  // a type it lowered that one to (kLoweredIntegers), else `given`.
+  ov::element::Type ModelType(size_t port, const ov::element::Type& given) const {
+    if (port < model_types_.size() && IsLowered(model_types_[port], given)) return model_types_[port];
+    return given;
+  }
+
   // Where OpenVINO gives the node an input in another dtype than the
-  // model's (its CPU plugin runs a float16 or bfloat16 node in float32):
-  // a note for messages, naming the model's dtype.
+  // model's, which the kernel gets as it is (its CPU plugin runs a float16
+  // or bfloat16 node in float32): a note for messages, naming the model's
+  // dtype.
   std::string ConvertedInputsNote(const ov::TensorVector& inputs) const {
     std::string note;
     size_t port = 0;
@@ -362,7 +513,7 @@ class SpecNode : public ov::op::Op {
       const ov::element::Type& declared = model_types_[port];
       const ov::element::Type& given = inputs[port].get_element_type();
       ++port;
-      if (declared.is_dynamic() || declared == given) continue;
+      if (declared.is_dynamic() || declared == given || IsLowered(declared, given)) continue;
       note += std::string(note.empty() ? "" : ", ") + "'" + spec_->inputs[i].name + "' is " +
               DtypeName(declared) + " in the model";
     }

@@ -265,7 +265,7 @@ std::vector<TensorInfo> StaticInputInfos(const OrtKernelInfo* info, size_t input
     }
     auto tensor_info = owned.GetTensorTypeAndShapeInfo();
     tensor.dtype = DtypeName(tensor_info.GetElementType());
-    tensor.shape = tensor_info.GetShape();
+    tensor.shape = DimsOf(tensor_info.GetShape());
   }
   return inputs;
 }
@@ -392,7 +392,7 @@ OrtStatus* ORT_API_CALL Compute(void* kernel_state, OrtKernelContext* context) n
       } else {
         auto type_shape = value.GetTensorTypeAndShapeInfo();
         info.dtype = DtypeName(type_shape.GetElementType());
-        info.shape = type_shape.GetShape();
+        info.shape = DimsOf(type_shape.GetShape());
         data = value.GetTensorRawData();
         if (kernel.cuda) device = value.GetTensorMemoryInfo().GetDeviceId();
       }
@@ -403,7 +403,8 @@ OrtStatus* ORT_API_CALL Compute(void* kernel_state, OrtKernelContext* context) n
     if (!status.ok()) return MakeStatus(status.message() + kernel.attr_note + NodeSuffix(kernel.node_name));
     for (size_t k = 0; k < args.output_infos.size(); ++k) {
       const Shape& shape = args.output_infos[k].shape;
-      Ort::UnownedValue output = ctx.GetOutput(k, shape.data(), shape.size());
+      const std::vector<int64_t> sizes = Sizes(shape);
+      Ort::UnownedValue output = ctx.GetOutput(k, sizes.data(), sizes.size());
       args.outputs.push_back(output.GetTensorMutableRawData());
     }
     args.attrs = kernel.attrs;
@@ -417,7 +418,7 @@ OrtStatus* ORT_API_CALL Compute(void* kernel_state, OrtKernelContext* context) n
     // OPBRIDGE_CHECK (argument checks, output guards) reads the data: CPU
     // kernels only (device memory is not readable from here).
     if (kernel.cuda) {
-      status = kernel.launch(args);
+      status = LaunchChecked(spec, kernel.launch, args);
     } else {
       status = LaunchOnHost(spec, args, kernel.launch, [&spec] { return spec.MessageName(); });
     }
@@ -499,6 +500,9 @@ OrtStatus* ORT_API_CALL InferOutputShape(const OrtCustomOp* op, OrtShapeInferCon
     if (OrtStatus* s = g_api->ShapeInferContext_GetInputCount(context, &input_count)) return s;
     std::vector<TensorInfo> inputs(spec.inputs.size());
     std::vector<std::vector<std::string>> symbols(spec.inputs.size());
+    // The rule sees each unknown dimension as a symbol (opbridge/dim.h).
+    UnknownDims unknown;
+    const DimSymbolsScope scope(&unknown);
     for (size_t i = 0; i < spec.inputs.size(); ++i) {
       TensorInfo& info = inputs[i];
       OrtTensorTypeAndShapeInfo* type_shape = nullptr;
@@ -515,12 +519,12 @@ OrtStatus* ORT_API_CALL InferOutputShape(const OrtCustomOp* op, OrtShapeInferCon
       // Owned by the context: view it, never release it.
       Ort::ConstTensorTypeAndShapeInfo view(type_shape);
       info.dtype = DtypeName(view.GetElementType());
-      info.shape = view.GetShape();
+      info.shape = DimsOf(view.GetShape());
       std::vector<const char*> names(info.shape.size(), nullptr);
       if (!names.empty()) view.GetSymbolicDimensions(names.data(), names.size());
       for (size_t d = 0; d < names.size(); ++d) {
         symbols[i].push_back(names[d] ? names[d] : "");
-        if (names[d] && names[d][0] != '\0') info.shape[d] = -1;
+        if (info.shape[d] < 0 || (names[d] && names[d][0] != '\0')) info.shape[d] = unknown.Input(i, d);
       }
     }
     std::vector<TensorInfo> outputs;
@@ -553,20 +557,25 @@ OrtStatus* ORT_API_CALL InferOutputShape(const OrtCustomOp* op, OrtShapeInferCon
       Ort::TensorTypeAndShapeInfo owned(raw);
       const Shape& shape = outputs[k].shape;
       if (OrtStatus* s = g_api->SetTensorElementType(raw, ElementTypeOf(outputs[k].dtype))) return s;
-      if (OrtStatus* s = g_api->SetDimensions(raw, shape.data(), shape.size())) return s;
-      // Keep symbolic names (e.g. a dynamic batch) where the output copies an
-      // input's shape. A dim that stays unknown gets a fresh name: without
+      // An unknown dimension keeps its symbolic name (e.g. a dynamic batch)
+      // where the output has an input's dimension; one computed from an
+      // unknown dimension, or unknown otherwise, gets a fresh name: without
       // one, ONNX Runtime would record it as the dim value -1.
+      std::vector<int64_t> sizes(shape.size(), -1);
       std::vector<std::string> names(shape.size());
-      for (size_t i = 0; i < inputs.size(); ++i) {
-        if (inputs[i].present && inputs[i].shape == shape) {
-          names = symbols[i];
-          break;
+      for (size_t d = 0; d < shape.size(); ++d) {
+        size_t input = 0, dim = 0;
+        if (!shape[d].symbolic()) {
+          sizes[d] = static_cast<int64_t>(shape[d]);
+        } else if (unknown.SourceOf(shape[d], &input, &dim) && input < symbols.size() &&
+                   dim < symbols[input].size()) {
+          names[d] = symbols[input][dim];
         }
       }
+      if (OrtStatus* s = g_api->SetDimensions(raw, sizes.data(), sizes.size())) return s;
       std::vector<const char*> name_ptrs;
       for (size_t d = 0; d < shape.size(); ++d) {
-        if (shape[d] < 0 && names[d].empty()) names[d] = "opbridge_unk__" + std::to_string(NextSymbol());
+        if (sizes[d] < 0 && names[d].empty()) names[d] = "opbridge_unk__" + std::to_string(NextSymbol());
         name_ptrs.push_back(names[d].c_str());
       }
       if (OrtStatus* s = g_api->SetSymbolicDimensions(raw, name_ptrs.data(), name_ptrs.size())) return s;

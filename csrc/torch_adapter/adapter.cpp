@@ -93,44 +93,118 @@ std::vector<AttrValue> AttrsOf(const OpSpec& spec, c10::ArrayRef<c10::IValue> va
 }
 
 // Under torch.compile / torch.export a size may be symbolic. The shape rule
-// sees it as a negative dimension that names where it came from, passes it
-// through to the outputs, and the Meta kernel turns it back into the
-// symbolic size: -2 - (input * kMaxRank + dim).
-constexpr int64_t kMaxRank = 64;
+// then runs on Dims (opbridge/dim.h) whose symbolic ones are PyTorch's own
+// symbolic sizes: its arithmetic is SymInt arithmetic, its comparisons are
+// decided (and guarded) by PyTorch, a size it reads as a number is
+// specialized. The output sizes come back as the SymInts it computed.
+class TorchSymbols final : public DimSymbols {
+ public:
+  explicit TorchSymbols(const OpSpec& spec) : spec_(spec), scope_(this) {}
 
-TensorInfo SymbolicInfoOf(const std::optional<at::Tensor>& tensor, size_t input) {
-  TensorInfo info = InfoOf(tensor);
-  if (!info.present) return info;
-  for (size_t d = 0; d < info.shape.size(); ++d) {
-    if (info.shape[d] < 0) info.shape[d] = -2 - static_cast<int64_t>(input * kMaxRank + d);
+  Dim DimOf(const c10::SymInt& size) {
+    if (const std::optional<int64_t> value = size.maybe_as_int()) return Dim(*value);
+    sizes_.push_back(size);
+    return Dim::Symbol(static_cast<int64_t>(sizes_.size() - 1));
   }
-  return info;
-}
 
-std::vector<c10::SymInt> SymSizes(const OpSpec& spec, const Shape& shape,
-                                  const std::vector<std::optional<at::Tensor>>& inputs) {
-  std::vector<c10::SymInt> sizes;
-  sizes.reserve(shape.size());
-  for (int64_t d : shape) {
-    if (d >= 0) {
-      sizes.emplace_back(d);
-      continue;
+  std::vector<TensorInfo> InfosOf(const std::vector<std::optional<at::Tensor>>& tensors) {
+    std::vector<TensorInfo> infos;
+    infos.reserve(tensors.size());
+    for (const auto& tensor : tensors) {
+      TensorInfo info;
+      if (!tensor.has_value() || !tensor->defined()) {
+        info.present = false;
+      } else {
+        info.dtype = DtypeName(tensor->scalar_type());
+        for (const c10::SymInt& size : tensor->sym_sizes()) info.shape.push_back(DimOf(size));
+      }
+      infos.push_back(std::move(info));
     }
-    TORCH_CHECK(d < -1, spec.TorchName(), ": the shape rule gives an output dimension it cannot name (",
-                FormatShape(shape), ")");
-    const int64_t code = -2 - d;
-    const auto& source = inputs.at(static_cast<size_t>(code / kMaxRank));
-    sizes.push_back(source->sym_size(code % kMaxRank));
+    return infos;
   }
-  return sizes;
-}
 
-std::vector<TensorInfo> InfosOf(const std::vector<std::optional<at::Tensor>>& tensors, bool symbolic) {
+  c10::SymInt SizeOf(const Dim& d) const {
+    return d.symbolic() ? sizes_.at(static_cast<size_t>(d.symbol())) : c10::SymInt(static_cast<int64_t>(d));
+  }
+
+  // Output `output`'s sizes. A negative size is one the rule could not
+  // compute: it gave -1 (unknown), which a symbolic size never needs.
+  std::vector<c10::SymInt> SymSizes(const std::string& output, const Shape& shape) const {
+    std::vector<c10::SymInt> sizes;
+    sizes.reserve(shape.size());
+    for (size_t d = 0; d < shape.size(); ++d) {
+      if (!shape[d].symbolic()) {
+        TORCH_CHECK(static_cast<int64_t>(shape[d]) >= 0, spec_.TorchName(), ": the shape rule gives output '",
+                    output, "' the unknown dimension ", d, " (", FormatShape(shape),
+                    ") for symbolic input sizes; compute the size from the inputs' Dims instead (say ",
+                    "f * (f - 1) / 2 from const Dim f = inputs[0].shape[1]; opbridge/dim.h), which PyTorch ",
+                    "then follows symbolically");
+      }
+      sizes.push_back(SizeOf(shape[d]));
+    }
+    return sizes;
+  }
+
+  int64_t Apply(DimOp op, const Dim& a, const Dim& b) override {
+    const c10::SymInt x = SizeOf(a), y = SizeOf(b);
+    switch (op) {
+      case DimOp::kAdd:
+        return Keep(x + y);
+      case DimOp::kSub:
+        return Keep(x - y);
+      case DimOp::kMul:
+        return Keep(x * y);
+      case DimOp::kDiv:
+        return Keep(x / y);
+      case DimOp::kMod:
+        return Keep(x % y);
+      case DimOp::kMin:
+        return Keep(x.min(y));
+      case DimOp::kMax:
+        return Keep(x.max(y));
+    }
+    return Keep(x);
+  }
+  bool Compare(DimCompare op, const Dim& a, const Dim& b) override {
+    const c10::SymInt x = SizeOf(a), y = SizeOf(b);
+    switch (op) {
+      case DimCompare::kEq:
+        return x.sym_eq(y).guard_bool(__FILE__, __LINE__);
+      case DimCompare::kNe:
+        return x.sym_ne(y).guard_bool(__FILE__, __LINE__);
+      case DimCompare::kLt:
+        return x.sym_lt(y).guard_bool(__FILE__, __LINE__);
+      case DimCompare::kLe:
+        return x.sym_le(y).guard_bool(__FILE__, __LINE__);
+      case DimCompare::kGt:
+        return x.sym_gt(y).guard_bool(__FILE__, __LINE__);
+      case DimCompare::kGe:
+        return x.sym_ge(y).guard_bool(__FILE__, __LINE__);
+    }
+    return false;
+  }
+  int64_t Specialize(const Dim& a) override { return SizeOf(a).guard_int(__FILE__, __LINE__); }
+  std::string Name(const Dim& a) override {
+    const c10::SymInt size = SizeOf(a);
+    if (const std::optional<int64_t> value = size.maybe_as_int()) return std::to_string(*value);
+    return size.toSymNode()->str();
+  }
+
+ private:
+  int64_t Keep(c10::SymInt size) {
+    sizes_.push_back(std::move(size));
+    return static_cast<int64_t>(sizes_.size() - 1);
+  }
+
+  const OpSpec& spec_;
+  DimSymbolsScope scope_;
+  std::vector<c10::SymInt> sizes_;
+};
+
+std::vector<TensorInfo> InfosOf(const std::vector<std::optional<at::Tensor>>& tensors) {
   std::vector<TensorInfo> infos;
   infos.reserve(tensors.size());
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    infos.push_back(symbolic ? SymbolicInfoOf(tensors[i], i) : InfoOf(tensors[i]));
-  }
+  for (const auto& tensor : tensors) infos.push_back(InfoOf(tensor));
   return infos;
 }
 
@@ -289,7 +363,7 @@ class OutputGuards {
       const at::Tensor host = output.buffer.is_cpu() ? output.buffer : output.buffer.cpu();
       ThrowIfError(CheckOutputGuards(op_, output.name, output.info, host.const_data_ptr<unsigned char>(),
                                      tail_, input_names_, inputs_));
-      at::Tensor result = at::empty(output.info.shape, options_.dtype(output.type));
+      at::Tensor result = at::empty(Sizes(output.info.shape), options_.dtype(output.type));
       result.reshape({-1}).view(at::kByte).copy_(output.buffer.narrow(0, kOutputHeadGuard, output.bytes));
       results.push_back(std::move(result));
     }
@@ -331,7 +405,7 @@ class ForwardKernel final : public c10::OperatorKernel {
     KernelArgs args;
     args.attrs = AttrsOf(spec_, torch::jit::last(*stack, n_attrs));
     torch::jit::drop(*stack, n_inputs + n_attrs);
-    args.input_infos = InfosOf(inputs, false);
+    args.input_infos = InfosOf(inputs);
     ThrowIfError(InferWithAttrs(spec_, args.input_infos, args.attrs, &args.output_infos));
     const KernelInputs contiguous(spec_, ForwardInputNames(spec_), inputs, device_);
     args.inputs = contiguous.pointers;
@@ -348,11 +422,11 @@ class ForwardKernel final : public c10::OperatorKernel {
         args.outputs.push_back(guards->Add(OutputName(spec_, k), info));
         continue;
       }
-      outputs.push_back(at::empty(info.shape, options.dtype(ScalarTypeOf(info.dtype))));
+      outputs.push_back(at::empty(Sizes(info.shape), options.dtype(ScalarTypeOf(info.dtype))));
       args.outputs.push_back(outputs.back().mutable_data_ptr());
     }
     if (RuntimeChecksEnabled()) ValidateOnHost(spec_, args, contiguous, device_);
-    ThrowIfError(launch_(args));
+    ThrowIfError(LaunchChecked(spec_, launch_, args));
     if (guards.has_value()) outputs = guards->Finish();
     for (at::Tensor& output : outputs) stack->emplace_back(std::move(output));
   }
@@ -374,11 +448,12 @@ class ForwardMeta final : public c10::OperatorKernel {
     const std::vector<AttrValue> attrs = AttrsOf(spec_, torch::jit::last(*stack, n_attrs));
     torch::jit::drop(*stack, n_inputs + n_attrs);
     std::vector<TensorInfo> outputs;
-    ThrowIfError(InferWithAttrs(spec_, InfosOf(inputs, true), attrs, &outputs));
+    TorchSymbols symbols(spec_);
+    ThrowIfError(InferWithAttrs(spec_, symbols.InfosOf(inputs), attrs, &outputs));
     const at::TensorOptions options = OptionsOf(inputs);
-    for (const TensorInfo& out : outputs) {
-      stack->emplace_back(
-          at::empty_symint(SymSizes(spec_, out.shape, inputs), options.dtype(ScalarTypeOf(out.dtype))));
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      stack->emplace_back(at::empty_symint(symbols.SymSizes(spec_.outputs.at(k), outputs[k].shape),
+                                           options.dtype(ScalarTypeOf(outputs[k].dtype))));
     }
   }
 
@@ -432,7 +507,7 @@ class ForwardOutKernel final : public c10::OperatorKernel {
     OutCall call = PopOutCall(spec_, stack);
     KernelArgs args;
     args.attrs = call.attrs;
-    args.input_infos = InfosOf(call.inputs, false);
+    args.input_infos = InfosOf(call.inputs);
     ThrowIfError(InferWithAttrs(spec_, args.input_infos, args.attrs, &args.output_infos));
     const KernelInputs contiguous(spec_, ForwardInputNames(spec_), call.inputs, device_);
     args.inputs = contiguous.pointers;
@@ -448,7 +523,7 @@ class ForwardOutKernel final : public c10::OperatorKernel {
       guards.emplace(spec_.TorchName() + ".out", ForwardInputNames(spec_), args.input_infos, options);
     for (size_t k = 0; k < call.outs.size(); ++k) {
       at::Tensor& out = call.outs[k];
-      const Shape& shape = args.output_infos[k].shape;
+      const std::vector<int64_t> shape = Sizes(args.output_infos[k].shape);
       if (out.sizes() != c10::IntArrayRef(shape)) out.resize_(shape);
       if (guards.has_value()) {
         args.outputs.push_back(guards->Add(OutputName(spec_, k), args.output_infos[k]));
@@ -462,7 +537,7 @@ class ForwardOutKernel final : public c10::OperatorKernel {
       args.outputs.push_back(targets.back().mutable_data_ptr());
     }
     if (RuntimeChecksEnabled()) ValidateOnHost(spec_, args, contiguous, device_);
-    ThrowIfError(launch_(args));
+    ThrowIfError(LaunchChecked(spec_, launch_, args));
     if (guards.has_value()) targets = guards->Finish();
     for (size_t k = 0; k < call.outs.size(); ++k) {
       if (!targets[k].is_same(call.outs[k])) call.outs[k].copy_(targets[k]);
@@ -483,10 +558,11 @@ class ForwardOutMeta final : public c10::OperatorKernel {
   void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, Stack* stack) {
     OutCall call = PopOutCall(spec_, stack);
     std::vector<TensorInfo> outputs;
-    ThrowIfError(InferWithAttrs(spec_, InfosOf(call.inputs, true), call.attrs, &outputs));
+    TorchSymbols symbols(spec_);
+    ThrowIfError(InferWithAttrs(spec_, symbols.InfosOf(call.inputs), call.attrs, &outputs));
     PrepareOuts(spec_, outputs, OptionsOf(call.inputs), &call.outs);
     for (size_t k = 0; k < call.outs.size(); ++k) {
-      call.outs[k].resize__symint(SymSizes(spec_, outputs[k].shape, call.inputs));
+      call.outs[k].resize__symint(symbols.SymSizes(spec_.outputs.at(k), outputs[k].shape));
       stack->emplace_back(call.outs[k]);
     }
   }
@@ -563,7 +639,7 @@ class BackwardKernel final : public c10::OperatorKernel {
     const BackwardCall call = PopBackwardCall(spec_, stack);
     KernelArgs args;
     args.attrs = call.attrs;
-    args.input_infos = InfosOf(call.inputs, false);
+    args.input_infos = InfosOf(call.inputs);
     args.output_infos = InferBackward(spec_, args.input_infos, args.attrs);
     const KernelInputs contiguous(spec_, BackwardInputNames(spec_), call.inputs, device_);
     args.inputs = contiguous.pointers;
@@ -578,7 +654,7 @@ class BackwardKernel final : public c10::OperatorKernel {
     for (size_t o = 0; o < args.output_infos.size(); ++o) {
       const TensorInfo& info = args.output_infos[o];
       const at::TensorOptions typed = options.dtype(ScalarTypeOf(info.dtype));
-      outputs.push_back(call.wanted[o] && !guards.has_value() ? at::empty(info.shape, typed)
+      outputs.push_back(call.wanted[o] && !guards.has_value() ? at::empty(Sizes(info.shape), typed)
                                                               : at::empty({0}, typed));
       if (!call.wanted[o]) {
         args.outputs.push_back(nullptr);
@@ -599,7 +675,7 @@ class BackwardKernel final : public c10::OperatorKernel {
         ThrowIfError(CheckAttributeValue(spec_, spec_.attrs[a].name, args.attrs[a]));
       }
     }
-    ThrowIfError(launch_(args));
+    ThrowIfError(LaunchChecked(spec_, launch_, args));
     if (guards.has_value()) {
       std::vector<at::Tensor> guarded = guards->Finish();
       size_t next = 0;
@@ -622,13 +698,15 @@ class BackwardMeta final : public c10::OperatorKernel {
 
   void operator()(const c10::OperatorHandle&, c10::DispatchKeySet, Stack* stack) {
     const BackwardCall call = PopBackwardCall(spec_, stack);
-    const std::vector<TensorInfo> outputs = InferBackward(spec_, InfosOf(call.inputs, true), call.attrs);
+    TorchSymbols symbols(spec_);
+    const std::vector<TensorInfo> outputs = InferBackward(spec_, symbols.InfosOf(call.inputs), call.attrs);
     const at::TensorOptions options = OptionsOf(call.inputs);
     for (size_t o = 0; o < outputs.size(); ++o) {
       const at::TensorOptions typed = options.dtype(ScalarTypeOf(outputs[o].dtype));
-      stack->emplace_back(call.wanted[o]
-                              ? at::empty_symint(SymSizes(spec_, outputs[o].shape, call.inputs), typed)
-                              : at::empty({0}, typed));
+      stack->emplace_back(
+          call.wanted[o]
+              ? at::empty_symint(symbols.SymSizes(spec_.backward.outputs.at(o).name, outputs[o].shape), typed)
+              : at::empty({0}, typed));
     }
   }
 
@@ -894,6 +972,7 @@ void RegisterCudaWithTorch(const OpSpec& spec, const CudaKernels& kernels) {
 
 void RegisterOperators() {
   registrations.RegisterOnce([] {
+    for (const OpSpec* spec : AllSpecs()) ThrowIfError(CheckGradients(*spec));
     for (const OpSpec* spec : AllSpecs()) {
       RegisterWithTorch(*spec);
 #ifdef OPBRIDGE_WITH_CUDA

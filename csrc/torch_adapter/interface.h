@@ -20,7 +20,7 @@
 
 namespace opbridge::torch_adapter {
 
-inline constexpr uint32_t kInterfaceVersion = 2;
+inline constexpr uint32_t kInterfaceVersion = 3;
 
 struct Interface {
   uint32_t version;  // kInterfaceVersion of the library's build
@@ -48,6 +48,9 @@ struct Interface {
   std::vector<std::string> (*operators_taken_elsewhere)();
   void (*set_output_guards)(bool enabled);
   bool (*output_guards_enabled)();
+  // The symbolic sizes the library's shape rules see on this thread (the
+  // module's, for the fake kernels of a stable-ABI library); the previous.
+  DimSymbols* (*set_dim_symbols)(DimSymbols* symbols);
 };
 
 }  // namespace opbridge::torch_adapter

@@ -18,6 +18,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <optional>
 #include <string>
 #include <utility>
@@ -229,11 +230,141 @@ std::vector<opbridge::AttrValue> AttrsOf(const py::list& attrs) {
   return values;
 }
 
-std::vector<std::pair<std::string, std::vector<int64_t>>> Results(
-    const std::vector<opbridge::TensorInfo>& outputs) {
-  std::vector<std::pair<std::string, std::vector<int64_t>>> result;
-  for (const auto& out : outputs) result.emplace_back(out.dtype, out.shape);
+// A shape rule's symbolic sizes from Python: the fake kernels of a
+// stable-ABI library (opbridge/_stable.py) pass torch.SymInts, on which the
+// rule's arithmetic and comparisons run as Python's (PyTorch decides and
+// guards a comparison; reading a size as a number specializes it). An
+// unknown size (-1, where the caller has none) is unknown to the rule as in
+// a runtime's shape inference (opbridge::UnknownDims): compared as -1, and
+// what is computed from it is unknown, -1. A Python error is kept and raised
+// once the rule has returned: it never unwinds through the library.
+class PySymbols final : public opbridge::DimSymbols {
+ public:
+  opbridge::Dim DimOf(const py::handle& size) {
+    if (py::isinstance<py::int_>(size)) {
+      const int64_t value = size.cast<int64_t>();
+      return value < 0 ? opbridge::Dim::Symbol(Keep(py::none())) : opbridge::Dim(value);
+    }
+    return opbridge::Dim::Symbol(Keep(py::reinterpret_borrow<py::object>(size)));
+  }
+  // The size: an int or a SymInt; -1 where unknown.
+  py::object SizeOf(const opbridge::Dim& d) const {
+    if (!d.symbolic()) return py::int_(static_cast<int64_t>(d));
+    const py::object& size = sizes_.at(static_cast<size_t>(d.symbol()));
+    return size.is_none() ? py::object(py::int_(-1)) : size;
+  }
+  void RaiseKeptError() const {
+    if (error_) std::rethrow_exception(error_);
+  }
+
+  int64_t Apply(opbridge::DimOp op, const opbridge::Dim& a, const opbridge::Dim& b) override {
+    if (Unknown(a) || Unknown(b)) return Keep(py::none());
+    return Keep(Guarded(py::object(py::int_(0)), [&] {
+      const py::object x = SizeOf(a), y = SizeOf(b);
+      switch (op) {
+        case opbridge::DimOp::kAdd:
+          return Checked(PyNumber_Add(x.ptr(), y.ptr()));
+        case opbridge::DimOp::kSub:
+          return Checked(PyNumber_Subtract(x.ptr(), y.ptr()));
+        case opbridge::DimOp::kMul:
+          return Checked(PyNumber_Multiply(x.ptr(), y.ptr()));
+        case opbridge::DimOp::kDiv:
+          return Checked(PyNumber_FloorDivide(x.ptr(), y.ptr()));
+        case opbridge::DimOp::kMod:
+          return Checked(PyNumber_Remainder(x.ptr(), y.ptr()));
+        case opbridge::DimOp::kMin:
+          return py::object(py::module_::import("torch").attr("sym_min")(x, y));
+        case opbridge::DimOp::kMax:
+          return py::object(py::module_::import("torch").attr("sym_max")(x, y));
+      }
+      return x;
+    }));
+  }
+  bool Compare(opbridge::DimCompare op, const opbridge::Dim& a, const opbridge::Dim& b) override {
+    static constexpr int kPyOps[] = {Py_EQ, Py_NE, Py_LT, Py_LE, Py_GT, Py_GE};
+    return Guarded(false, [&] {
+      const py::object result =
+          Checked(PyObject_RichCompare(SizeOf(a).ptr(), SizeOf(b).ptr(), kPyOps[static_cast<int>(op)]));
+      return py::bool_(result).cast<bool>();
+    });
+  }
+  int64_t Specialize(const opbridge::Dim& a) override {
+    return Guarded(int64_t{-1}, [&] { return py::int_(SizeOf(a)).cast<int64_t>(); });
+  }
+  std::string Name(const opbridge::Dim& a) override {
+    if (Unknown(a)) return "?";
+    return Guarded(std::string("?"), [&] { return py::str(SizeOf(a)).cast<std::string>(); });
+  }
+
+ private:
+  bool Unknown(const opbridge::Dim& d) const {
+    return d.symbolic() && sizes_.at(static_cast<size_t>(d.symbol())).is_none();
+  }
+  static py::object Checked(PyObject* result) {
+    if (result == nullptr) throw py::error_already_set();
+    return py::reinterpret_steal<py::object>(result);
+  }
+  int64_t Keep(py::object size) {
+    sizes_.push_back(std::move(size));
+    return static_cast<int64_t>(sizes_.size() - 1);
+  }
+  template <typename T, typename Body>
+  T Guarded(T fallback, Body&& body) {
+    if (error_) return fallback;
+    try {
+      return body();
+    } catch (...) {
+      error_ = std::current_exception();
+      return fallback;
+    }
+  }
+
+  std::vector<py::object> sizes_;
+  std::exception_ptr error_;
+};
+
+// The inputs of infer / infer_backward: (present, dtype, sizes), each size
+// an int (-1: unknown) or a torch.SymInt.
+std::vector<opbridge::TensorInfo> InfosOf(const py::list& inputs, PySymbols* symbols) {
+  std::vector<opbridge::TensorInfo> infos;
+  for (const py::handle item : inputs) {
+    const py::tuple input = py::reinterpret_borrow<py::tuple>(item);
+    opbridge::TensorInfo info;
+    info.present = input[0].cast<bool>();
+    info.dtype = input[1].cast<std::string>();
+    for (const py::handle size : py::reinterpret_borrow<py::sequence>(input[2])) {
+      info.shape.push_back(symbols->DimOf(size));
+    }
+    infos.push_back(std::move(info));
+  }
+  return infos;
+}
+
+// (dtype, sizes) per output, each size an int or the SymInt the rule computed.
+py::list Results(const std::vector<opbridge::TensorInfo>& outputs, const PySymbols& symbols) {
+  py::list result;
+  for (const auto& out : outputs) {
+    py::list sizes;
+    for (const opbridge::Dim& d : out.shape) sizes.append(symbols.SizeOf(d));
+    result.append(py::make_tuple(out.dtype, sizes));
+  }
   return result;
+}
+
+// Runs `rule` with `symbols` as the library's symbolic sizes on this thread.
+template <typename Rule>
+opbridge::Status WithSymbols(PySymbols* symbols, Rule&& rule) {
+  opbridge::DimSymbols* previous = api->set_dim_symbols(symbols);
+  opbridge::Status status;
+  try {
+    status = rule();
+  } catch (...) {
+    api->set_dim_symbols(previous);
+    throw;
+  }
+  api->set_dim_symbols(previous);
+  symbols->RaiseKeptError();
+  return status;
 }
 
 }  // namespace
@@ -303,47 +434,44 @@ PYBIND11_MODULE(OPBRIDGE_MODULE_NAME, m) {
   // The ONNX Runtime releases the custom-op library supports (version.h).
   m.attr("ORT_API_FLOOR") = opbridge::kOrtApiFloor;
   m.attr("ORT_NEWEST_TESTED") = opbridge::kOrtNewestTested;
-  // The spec's shape rule, for the Python side (legacy export output types).
-  // inputs: [(present, dtype, shape with -1 for unknown dims)]; attrs (in
-  // spec order: numbers, strings, lists of numbers) when known.
+  // The spec's shape rule, for the Python side (legacy export output types,
+  // a stable-ABI library's fake kernels). inputs: [(present, dtype, sizes)],
+  // each size an int (-1: unknown) or a torch.SymInt; attrs (in spec order:
+  // numbers, strings, lists of numbers) when known. Gives (dtype, sizes) per
+  // output, a size computed from SymInts as a SymInt.
   m.def(
       "infer",
-      [](const std::string& name,
-         const std::vector<std::tuple<bool, std::string, std::vector<int64_t>>>& inputs,
-         const std::optional<py::list>& attrs) {
+      [](const std::string& name, const py::list& inputs, const std::optional<py::list>& attrs) {
         const opbridge::OpSpec* spec = api->find_spec(name);
         if (spec == nullptr)
           throw py::value_error(std::string(api->this_library().name) + ": no operator named '" + name + "'");
-        std::vector<opbridge::TensorInfo> infos;
-        for (const auto& [present, dtype, shape] : inputs) infos.push_back({present, dtype, shape});
+        PySymbols symbols;
+        const std::vector<opbridge::TensorInfo> infos = InfosOf(inputs, &symbols);
         std::vector<opbridge::TensorInfo> outputs;
-        opbridge::Status status;
-        if (attrs.has_value()) {
-          status = api->infer_with_attrs(*spec, infos, AttrsOf(*attrs), &outputs);
-        } else {
-          status = spec->infer(infos, &outputs);
-        }
+        const opbridge::Status status = WithSymbols(&symbols, [&] {
+          if (attrs.has_value()) return api->infer_with_attrs(*spec, infos, AttrsOf(*attrs), &outputs);
+          return spec->infer(infos, &outputs);
+        });
         if (!status.ok()) throw py::value_error(status.message());
-        return Results(outputs);
+        return Results(outputs, symbols);
       },
       py::arg("name"), py::arg("inputs"), py::arg("attrs") = py::none());
   // The backward's rule (backward_rule.h), for the fake kernels of a
   // stable-ABI library: inputs as infer's, in the backward's order.
   m.def(
       "infer_backward",
-      [](const std::string& name,
-         const std::vector<std::tuple<bool, std::string, std::vector<int64_t>>>& inputs,
-         const py::list& attrs) {
+      [](const std::string& name, const py::list& inputs, const py::list& attrs) {
         const opbridge::OpSpec* spec = api->find_spec(name);
         if (spec == nullptr || !spec->has_backward())
           throw py::value_error(std::string(api->this_library().name) + ": no operator named '" + name +
                                 "' with a backward");
-        std::vector<opbridge::TensorInfo> infos;
-        for (const auto& [present, dtype, shape] : inputs) infos.push_back({present, dtype, shape});
+        PySymbols symbols;
+        const std::vector<opbridge::TensorInfo> infos = InfosOf(inputs, &symbols);
         std::vector<opbridge::TensorInfo> outputs;
-        const opbridge::Status status = api->infer_backward(*spec, infos, AttrsOf(attrs), &outputs);
+        const opbridge::Status status = WithSymbols(
+            &symbols, [&] { return api->infer_backward(*spec, infos, AttrsOf(attrs), &outputs); });
         if (!status.ok()) throw py::value_error(status.message());
-        return Results(outputs);
+        return Results(outputs, symbols);
       },
       py::arg("name"), py::arg("inputs"), py::arg("attrs"));
   // SIMD dispatch of the kernels (process-wide; shared with the ONNX Runtime

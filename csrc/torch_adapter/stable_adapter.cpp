@@ -95,8 +95,9 @@ std::vector<TensorInfo> InfosOf(const std::vector<MaybeTensor>& tensors) {
 // A contiguous CPU tensor through aoti_torch_empty_strided, which calls
 // at::empty_strided itself: st::empty goes through torch_call_dispatcher,
 // which looks the operator up by name and boxes the sizes on every call.
-st::Tensor Empty(const Shape& shape, ScalarType type) {
-  Shape strides(shape.size());
+st::Tensor Empty(const Shape& dims, ScalarType type) {
+  const std::vector<int64_t> shape = Sizes(dims);
+  std::vector<int64_t> strides(shape.size());
   int64_t stride = 1;
   for (size_t d = shape.size(); d-- > 0;) {
     strides[d] = stride;
@@ -326,12 +327,13 @@ void Forward(const OpSpec& spec, StableIValue* stack) {
     args.outputs.push_back(outputs.back().mutable_data_ptr());
   }
   if (RuntimeChecksEnabled()) ValidateForward(spec, args);
-  ThrowIfError(spec.forward(args));
+  ThrowIfError(LaunchChecked(spec, spec.forward, args));
   if (guards.has_value()) outputs = guards->Finish();
   for (size_t k = 0; k < outputs.size(); ++k) stack[k] = st::detail::from(std::move(outputs[k]));
 }
 
-st::Tensor Resize(const st::Tensor& tensor, const Shape& shape) {
+st::Tensor Resize(const st::Tensor& tensor, const Shape& dims) {
+  const std::vector<int64_t> shape = Sizes(dims);
   std::array<StableIValue, 3> stack{
       st::detail::from(tensor),
       st::detail::from(torch::headeronly::IntHeaderOnlyArrayRef(shape.data(), shape.size())),
@@ -391,7 +393,7 @@ void ForwardOut(const OpSpec& spec, StableIValue* stack) {
     args.outputs.push_back(targets.back().mutable_data_ptr());
   }
   if (RuntimeChecksEnabled()) ValidateForward(spec, args);
-  ThrowIfError(spec.forward(args));
+  ThrowIfError(LaunchChecked(spec, spec.forward, args));
   if (guards.has_value()) targets = guards->Finish();
   for (size_t k = 0; k < outs.size(); ++k) {
     if (targets[k].mutable_data_ptr() != outs[k].mutable_data_ptr()) st::copy_(outs[k], targets[k]);
@@ -447,7 +449,7 @@ void Backward(const OpSpec& spec, StableIValue* stack) {
     for (size_t a = 0; a < args.attrs.size(); ++a)
       ThrowIfError(CheckAttributeValue(spec, spec.attrs[a].name, args.attrs[a]));
   }
-  ThrowIfError(spec.backward.launch(args));
+  ThrowIfError(LaunchChecked(spec, spec.backward.launch, args));
   if (guards.has_value()) {
     std::vector<st::Tensor> guarded = guards->Finish();
     size_t next = 0;
@@ -538,6 +540,7 @@ void RegisterWithTorch(const OpSpec& spec) {
 
 void RegisterOperators() {
   registrations.RegisterOnce([] {
+    for (const OpSpec* spec : AllSpecs()) ThrowIfError(CheckGradients(*spec));
     const size_t first_slot = slots_used;
     try {
       for (const OpSpec* spec : AllSpecs()) RegisterWithTorch(*spec);

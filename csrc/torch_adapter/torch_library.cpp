@@ -56,6 +56,11 @@ const adapter::Interface kInterface{
     &adapter::OperatorsTakenElsewhere,
     &adapter::SetOutputGuards,
     &adapter::OutputGuardsEnabled,
+    [](opbridge::DimSymbols* symbols) {
+      opbridge::DimSymbols* previous = opbridge::CurrentDimSymbols();
+      opbridge::CurrentDimSymbols() = symbols;
+      return previous;
+    },
 };
 
 }  // namespace

@@ -29,10 +29,6 @@ import torch
 from opbridge import _dtypes
 from opbridge._schema import schema_order
 
-# As adapter.cpp: a symbolic size reaches the shape rule as the negative
-# dimension -2 - (input * _MAX_RANK + dim), which the rule passes through.
-_MAX_RANK = 64
-
 
 def _schema_name(schema: str) -> str:
     return schema.split("(", 1)[0]
@@ -54,33 +50,28 @@ def taken_elsewhere(namespace: str, specs: dict[str, dict]) -> list[str]:
     return taken
 
 
-def _infos(tensors) -> list[tuple[bool, str, list[int]]]:
-    infos = []
-    for i, tensor in enumerate(tensors):
-        if tensor is None:
-            infos.append((False, "", []))
-            continue
-        shape = [
-            size if isinstance(size, int) else -2 - (i * _MAX_RANK + d)
-            for d, size in enumerate(tensor.shape)
-        ]
-        infos.append((True, _dtypes.NAMES.get(tensor.dtype, str(tensor.dtype)), shape))
-    return infos
+def _infos(tensors) -> list[tuple[bool, str, list]]:
+    # Each size an int or a torch.SymInt: the shape rule computes symbolic
+    # output sizes from symbolic ones (opbridge/dim.h).
+    return [
+        (False, "", [])
+        if tensor is None
+        else (True, _dtypes.NAMES.get(tensor.dtype, str(tensor.dtype)), list(tensor.shape))
+        for tensor in tensors
+    ]
 
 
-def _sizes(op: str, shape: list[int], tensors) -> list:
-    sizes = []
-    for d in shape:
-        if d >= 0:
-            sizes.append(d)
-        elif d == -1:
+def _sizes(op: str, output: str, shape: list) -> list:
+    for d, size in enumerate(shape):
+        if isinstance(size, int) and size < 0:
             raise RuntimeError(
-                f"{op}: the shape rule gives an output dimension it cannot name ({list(shape)})"
+                f"{op}: the shape rule gives output '{output}' the unknown dimension {d} "
+                f"({['?' if isinstance(s, int) and s < 0 else s for s in shape]}) for symbolic "
+                "input sizes; compute the size from the inputs' Dims instead (say f * (f - 1) / 2 "
+                "from const Dim f = inputs[0].shape[1]; opbridge/dim.h), which PyTorch then "
+                "follows symbolically"
             )
-        else:
-            code = -2 - d
-            sizes.append(tensors[code // _MAX_RANK].shape[code % _MAX_RANK])
-    return sizes
+    return shape
 
 
 def _binder(overload):
@@ -113,7 +104,9 @@ def _one_or_tuple(values: list):
     return values[0] if len(values) == 1 else tuple(values)
 
 
-def _forward_fake(module: ModuleType, op: str, name: str, n_inputs: int, bind):
+def _forward_fake(
+    module: ModuleType, op: str, name: str, n_inputs: int, output_names: list[str], bind
+):
     def fake(*args, **kwargs):
         args = bind(args, kwargs)
         tensors = args[:n_inputs]
@@ -121,8 +114,8 @@ def _forward_fake(module: ModuleType, op: str, name: str, n_inputs: int, bind):
         like = _like(tensors)
         return _one_or_tuple(
             [
-                like.new_empty(_sizes(op, shape, tensors), dtype=_dtypes.TORCH[dtype])
-                for dtype, shape in outputs
+                like.new_empty(_sizes(op, output, shape), dtype=_dtypes.TORCH[dtype])
+                for output, (dtype, shape) in zip(output_names, outputs, strict=True)
             ]
         )
 
@@ -147,7 +140,7 @@ def _out_fake(module: ModuleType, op: str, name: str, n_inputs: int, out_names: 
                     f"{op}.out: argument '{argument}' must be on {like.device} like the inputs, "
                     f"got {out.device}"
                 )
-            out.resize_(_sizes(op, shape, tensors))
+            out.resize_(_sizes(op, argument, shape))
         return _one_or_tuple(outs)
 
     return fake
@@ -171,7 +164,9 @@ def _backward_fake(module: ModuleType, op: str, name: str, backward: dict, bind)
         return _one_or_tuple(
             [
                 like.new_empty(
-                    _sizes(op, shape, tensors) if mask[o] or not optional[o] else [0],
+                    _sizes(op, backward["outputs"][o], shape)
+                    if mask[o] or not optional[o]
+                    else [0],
                     dtype=_dtypes.TORCH[dtype],
                 )
                 for o, (dtype, shape) in enumerate(outputs)
@@ -321,7 +316,10 @@ def register(module: ModuleType, namespace: str, specs: dict[str, dict]) -> None
         forward = getattr(ops, name)
         _KEPT.append(
             torch.library.register_fake(
-                op, _forward_fake(module, op, name, n_inputs, _binder(forward.default))
+                op,
+                _forward_fake(
+                    module, op, name, n_inputs, spec["outputs"], _binder(forward.default)
+                ),
             )
         )
         _KEPT.append(

@@ -172,6 +172,29 @@ def test_a_backward_shape_rule_smaller_than_its_kernel_writes_is_an_error(faulty
 _DEFAULT = {k: v for k, v in os.environ.items() if k != "OPBRIDGE_CHECK"}
 
 
+def test_a_backward_kernel_that_never_writes_a_gradient_is_an_error(faulty):
+    # Without OPBRIDGE_CHECK: the gate's gradient would be whatever its memory held.
+    out = _clean(
+        _python(
+            f"""
+            import torch, opbridge
+            opbridge.load_library({str(faulty)!r})
+            x = torch.randn(8, 4, requires_grad=True)
+            gate = torch.randn(8, 4, requires_grad=True)
+            try:
+                torch.ops.faulty_ops.forgotten_gradient(x, gate).sum().backward()
+            except RuntimeError as error:
+                print("backward |", str(error).splitlines()[0])
+            """,
+            env=_DEFAULT,
+        )
+    )
+    assert (
+        "backward | faulty_ops::forgotten_gradient (ONNX com.example.faulty::ForgottenGradient): "
+        "the kernel returned without writing output 'grad_gate'"
+    ) in out, out
+
+
 def test_a_toolkit_kernel_refuses_a_shape_rule_it_disagrees_with_in_every_host(faulty):
     # OPBRIDGE_CHECK unset: the toolkit's launchers check every tensor before
     # the kernel runs (the map: its output of another size; the row kernel:
@@ -338,7 +361,8 @@ def test_c_a_second_library_of_a_taken_namespace_is_refused_before_registering(f
     )
     assert (
         f"refused | opbridge.load_library: refused library 'faulty_ops' ({twin}): torch namespace "
-        "'faulty_ops' (and its operators faulty_ops::narrow_dtype, faulty_ops::scalar_row_stat, "
+        "'faulty_ops' (and its operators faulty_ops::forgotten_gradient, faulty_ops::narrow_dtype, "
+        "faulty_ops::scalar_row_stat, "
         "faulty_ops::short_gradient, faulty_ops::short_map, faulty_ops::short_map_gradient, "
         "faulty_ops::short_shape, faulty_ops::wide_dtype, faulty_ops::wide_row_stat) is already "
         "held by library "

@@ -4,6 +4,11 @@ both routes, ONNX Runtime sessions, verify, the JIT build and the scaffold."""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -82,6 +87,27 @@ def test_scaffold_refuses_bad_names(tmp_path):
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "file").write_text("")
     assert main(["new-op", str(tmp_path / "taken"), "--name", "soft_cap"]) == 2
+
+
+def test_scaffold_readme_describes_the_op_by_its_spec_doc(tmp_path, monkeypatch):
+    project = scaffold.files("soft_cap", "soft_cap_ops", "com.example.soft_cap_ops")
+    doc = scaffold.spec_doc(project["csrc/soft_cap/spec.h"])
+    assert doc.startswith("cap * tanh(x / cap)")
+    assert f"The `soft_cap` operator: {doc}\n" in project["README.md"]
+    # Another operator's spec template: the README follows its Doc, keeps no
+    # other operator's math, and names its files.
+    templates = tmp_path / "templates"
+    templates.mkdir()
+    for template in scaffold.TEMPLATES.iterdir():
+        text = template.read_text()
+        if template.name == "spec.h.in":
+            text = re.sub(r'\.Doc\("[^"]*"\)', r'.Doc("x * \\"2\\", elementwise.")', text)
+        (templates / template.name).write_text(text)
+    monkeypatch.setattr(scaffold, "TEMPLATES", templates)
+    readme = scaffold.files("twice", "twice_ops", "com.example.twice_ops")["README.md"]
+    assert 'The `twice` operator: x * "2", elementwise.\n' in readme
+    assert "tanh" not in readme and "(-cap, cap)" not in readme
+    assert "`csrc/twice/spec.h`" in readme and "`tests/test_twice.py`" in readme
 
 
 def test_jit_build_is_cached_by_content(tmp_path, monkeypatch):
@@ -175,9 +201,58 @@ def test_jit_build_key_follows_the_installed_sdk(tmp_path, monkeypatch):
     assert build._key("ops", [source], []) != before
 
 
+# A second operator for the scaffold's project (tests/sdk/projects/pairwise_dot):
+# pairwise_dot, [B, F, D] -> [B, F * (F - 1) / 2], an output size its shape
+# rule computes from the input's.
+SECOND_OP = Path(__file__).parent / "projects" / "pairwise_dot"
+
+
+def add_second_operator(project: Path, package: str) -> None:
+    """pairwise_dot added to the project as the guide adds a second operator:
+    its C++ folder, its card, its import in the package and its tests (the
+    first op's generated tests, for its card)."""
+
+    def ours(text: str) -> str:
+        return text.replace("pairwise_dot_ops", package)
+
+    (project / "csrc" / "pairwise_dot").mkdir()
+    for name in ("spec.h", "spec.cpp", "kernel.cpp"):
+        (project / "csrc" / "pairwise_dot" / name).write_text(ours((SECOND_OP / name).read_text()))
+    card = SECOND_OP / "pairwise_dot.py"
+    (project / "python" / package / "pairwise_dot.py").write_text(ours(card.read_text()))
+    init = project / "python" / package / "__init__.py"
+    init.write_text(
+        init.read_text() + f"from {package}.pairwise_dot import pairwise_dot  # noqa: E402\n"
+    )
+    tests = (project / "tests" / "test_soft_cap.py").read_text()
+    tests = tests.replace(f"from {package} import CARD", f"from {package}.pairwise_dot import CARD")
+    # The op has no attribute, so no attribute value for its kernel to refuse.
+    tests, n = re.subn(r"INVALID_ATTRS = \{.*?\}\n", "INVALID_ATTRS = {}\n", tests, flags=re.S)
+    assert n == 1
+    (project / "tests" / "test_pairwise_dot.py").write_text(tests)
+
+
+def symbolic_sizes_hold(package: str) -> None:
+    """pairwise_dot's computed size stays symbolic under both PyTorch
+    libraries: torch.export with a Dim, torch.compile with dynamic shapes,
+    both ONNX exporters, ONNX Runtime (tests/sdk/projects/pairwise_dot)."""
+    for kind in ("default", "stable"):
+        result = subprocess.run(
+            [sys.executable, str(SECOND_OP / "dynamic_checks.py"), package, kind],
+            capture_output=True,
+            text=True,
+            env={**os.environ, "OPBRIDGE_TORCH_ADAPTER": kind},
+            cwd=tempfile.gettempdir(),
+        )
+        assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+        assert f"under the {kind} PyTorch library" in result.stdout, result.stdout
+
+
 def test_scaffold_project_builds_passes_its_tests_and_verifies(tmp_path):
     project = tmp_path / "soft_cap_project"
     assert main(["new-op", str(project), "--name", "soft_cap"]) == 0
+    add_second_operator(project, "soft_cap_ops")
     with installed(project, "soft_cap_ops"):
         passes_its_tests_and_verifies(project, project / "example.py")
         runs_on_both_torch_libraries("soft_cap_ops")
+        symbolic_sizes_hold("soft_cap_ops")

@@ -234,13 +234,13 @@ inline Status Map(const MapKernel& kernel, const OpSpec& spec, const KernelArgs&
     const int64_t elements = NumElements(info.shape);
     if (elements > n) {
       n = elements;
-      cols = info.shape.empty() ? 1 : info.shape.back();
+      cols = info.shape.empty() ? 1 : info.shape.back().Size();
     }
   }
   if (n == 0) {
     // Only column sums can have elements to write (zeros): keep cols.
     for (const TensorInfo& info : args.input_infos) {
-      if (!info.shape.empty() && info.shape.back() > 0) cols = std::max(cols, info.shape.back());
+      if (!info.shape.empty() && info.shape.back() > 0) cols = std::max(cols, info.shape.back().Size());
     }
   }
   MapCall call;

@@ -166,7 +166,7 @@ class RowBinding {
   RowBinding(const OpSpec& spec, const KernelArgs& args, size_t shape_input) : spec_(spec), args_(args) {
     if (shape_input < args.input_infos.size()) {
       const Shape& shape = args.input_infos[shape_input].shape;
-      cols_ = shape.empty() ? 1 : shape.back();
+      cols_ = shape.empty() ? 1 : shape.back().Size();
       rows_ = 1;
       for (size_t k = 0; k + 1 < shape.size(); ++k) rows_ *= shape[k];
     }

@@ -39,7 +39,7 @@ Status InferNormalizeImage(const std::vector<TensorInfo>& inputs, std::vector<Te
                     "must be uint8, float32, float64, float16 or bfloat16, got " + image.dtype);
   }
   const std::string out_dtype = image.dtype == "uint8" ? "float32" : image.dtype;
-  const int64_t batch = image.shape.size() == 4 ? image.shape[0] : -1;
+  const Dim batch = image.shape.size() == 4 ? image.shape[0] : Dim(-1);
   *outputs = {TensorInfo{true, out_dtype, {batch, -1, -1, -1}}};
   return Status::Ok();
 }

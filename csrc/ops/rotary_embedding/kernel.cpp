@@ -447,7 +447,7 @@ OPBRIDGE_FOR_EACH_FLOATING_TYPE(OPBRIDGE_INSTANTIATE)
 
 RotaryDims RotaryDimsOf(const Shape& x, const Shape& cos) {
   // cos is [seq, half] or [table_batch, seq, half] with table_batch 1 or x's batch.
-  const int64_t table_batch = cos.size() == 3 ? cos[0] : 1;
+  const int64_t table_batch = cos.size() == 3 ? cos[0].Size() : 1;
   return RotaryDims{x[0], x[1], x[2], x[3], cos.back(), table_batch};
 }
 

@@ -18,7 +18,7 @@ Status InferRotaryEmbedding(const std::vector<TensorInfo>& inputs, std::vector<T
   const Shape& x = inputs[0].shape;
   const Shape& cos = inputs[1].shape;
   OPBRIDGE_RETURN_IF_ERROR(CheckRank(spec, "x", x, 4, "[batch, seq, heads, head_dim]"));
-  const int64_t head_dim = x[3];
+  const Dim head_dim = x[3];
   if (head_dim >= 0 && head_dim % 2 != 0) {
     return ArgError(spec, "x", "must have an even head_dim (last dimension), got shape " + FormatShape(x));
   }
@@ -28,9 +28,9 @@ Status InferRotaryEmbedding(const std::vector<TensorInfo>& inputs, std::vector<T
                         std::to_string(cos.size()) + "-D shape " + FormatShape(cos));
   }
   const bool per_batch = cos.size() == 3;
-  const int64_t cos_batch = per_batch ? cos[0] : 1;
-  const int64_t cos_seq = cos[cos.size() - 2];
-  const int64_t cos_half = cos[cos.size() - 1];
+  const Dim cos_batch = per_batch ? cos[0] : Dim(1);
+  const Dim cos_seq = cos[cos.size() - 2];
+  const Dim cos_half = cos[cos.size() - 1];
   if (per_batch && cos_batch != 1 && DimsDiffer(cos_batch, x[0])) {
     return ArgError(spec, "cos",
                     "must have batch = " + std::to_string(x[0]) + " (dimension 0 of x " + FormatShape(x) +

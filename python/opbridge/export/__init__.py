@@ -14,7 +14,9 @@ The routes (one module each under :mod:`opbridge.export.routes`):
     elsewhere: runs in a stock ONNX Runtime, no custom-op library.
   * ``"function"``: the custom route's nodes, each with a model-local
     function whose body is the op's standard form: the library's kernels
-    where it is loaded, the bodies in any other runtime.
+    where it is loaded, the bodies in a runtime that inlines model-local
+    functions (ONNX Runtime; not stock OpenVINO, whose reader refuses the
+    call, while opbridge's OpenVINO session inlines them itself).
   * ``"auto"``: per operator, the fastest of these routes that verifies for
     the model at its example inputs (:mod:`opbridge.autoroute`).
 
@@ -50,6 +52,7 @@ from __future__ import annotations
 
 import io
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -215,8 +218,9 @@ def _run_exporter(
 ):
     """``(proto, conversion)``: the model exported by the settings' exporter
     (the conversion log of the dynamo exporter's version converter, else
-    None); an :class:`ExportError` raised inside torch's exporter comes out
-    as itself."""
+    None). An error of opbridge's or of an operator's own raised inside
+    torch's exporter comes out with its own message first
+    (:func:`_own_error_first`)."""
     import onnx
 
     try:
@@ -240,9 +244,9 @@ def _run_exporter(
         set_library_domain_versions(proto)
         return proto, None
     except Exception as error:
-        refused = _find_cause(error, ExportError)
-        if refused is not None and refused is not error:
-            raise ExportError(str(refused)) from error
+        own = _own_error_first(error)
+        if own is not None:
+            raise own from error
         raise
 
 
@@ -315,14 +319,46 @@ def _export_dynamo(model, args, plan: ExportPlan, opset: int, dynamic_shapes, kw
     return proto, conversion
 
 
-def _find_cause(error: BaseException, kind: type) -> BaseException | None:
+def _causes(error: BaseException):
+    """``error`` and the exceptions it was raised from or while handling."""
     seen = set()
     while error is not None and id(error) not in seen:
-        if isinstance(error, kind):
-            return error
+        yield error
         seen.add(id(error))
         error = error.__cause__ or error.__context__
-    return None
+
+
+# The colours torch's exporter writes into its messages.
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _own_error_first(error: BaseException) -> BaseException | None:
+    """What to raise for ``error``, raised by torch's exporter around an error
+    of opbridge's (an :class:`ExportError`: a refusal, a form's failure) or
+    of an operator's own (its checks, as its fake kernel runs them under
+    ``torch.export``: a message that starts with the operator's name): that
+    error's message, then torch's advice (file an issue, submit a PR) after
+    it. An ExportError for opbridge's; torch's own exception class, with the
+    new message, for an operator's. None: ``error`` is neither, or is that
+    error itself."""
+    names = tuple(
+        f"{library.torch_namespace}::{name}" for library in exportable() for name in library.specs()
+    )
+    causes = list(_causes(error))
+    own = next((e for e in causes if isinstance(e, ExportError)), None)
+    if own is None:
+        own = next((e for e in causes if str(e).startswith(names)), None)
+    if own is None or own is error:
+        return None
+    # torch's summary of the chain, after its advice, repeats the message.
+    advice = _ANSI.sub("", str(error)).split("\n\n## Exception summary")[0].strip()
+    message = f"{own}\n\n{type(error).__name__} from torch.onnx.export: {advice}"
+    if isinstance(own, ExportError):
+        return ExportError(message)
+    try:
+        return type(error)(message)
+    except Exception:
+        return RuntimeError(message)
 
 
 # PyTorch's own exporters learn every loaded library's operators (doors).

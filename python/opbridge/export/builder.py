@@ -23,6 +23,11 @@ from opbridge import _dtypes
 _INT64_MAX = 2**63 - 1
 
 
+class FormError(ValueError):
+    """A node a builder cannot emit as the form wrote it, with what to write
+    instead; the export's error names the operator and its form."""
+
+
 class Builder:
     opset: int
     # ONNX operators not to emit where a form has another way ("RotaryEmbedding",
@@ -34,6 +39,9 @@ class Builder:
         return (f"{domain}::{op_type}" if domain else op_type) not in self.avoid
 
     def op(self, op_type: str, *inputs: Any, **attrs: Any) -> Any:
+        """One node of ai.onnx's ``op_type`` on ``inputs``, with attributes
+        by ONNX's names and Python values (int, float, str, or a list of one
+        of them); its first output."""
         raise NotImplementedError
 
     def contrib(self, op_type: str, *inputs: Any, outputs: int = 1, **attrs: Any) -> Any:
@@ -155,6 +163,15 @@ class DynamoBuilder(Builder):
 
 
 _LEGACY_SUFFIX = {float: "f", int: "i", str: "s"}
+# A shape the TorchScript exporter's shape inference computes (from
+# constants) with a 0 and no -1 fails its internal assert "minus_one_pos !=
+# -1"; a constant shape the builder rewrites (LegacyBuilder._reshape_target).
+_RESHAPE_ASSERT = (
+    "Reshape with a shape computed from constants that keeps a dimension (a 0) and has no -1 "
+    "fails the legacy (TorchScript) exporter's shape inference; write the shape as one "
+    "constant, b.ints([...]) (the builder then reads each 0 from the input's Shape), or give "
+    "one dimension as -1, or export with dynamo=True"
+)
 
 
 class LegacyBuilder(Builder):
@@ -163,11 +180,45 @@ class LegacyBuilder(Builder):
         self.opset, self.avoid = opset, frozenset(avoid)
 
     def op(self, op_type, *inputs, **attrs):
+        reshape = op_type == "Reshape" and len(inputs) == 2 and not attrs.get("allowzero")
+        if reshape:
+            inputs = (inputs[0], self._reshape_target(*inputs))
         named = {}
         for name, value in attrs.items():
             sample = value[0] if isinstance(value, list | tuple) else value
             named[f"{name}_{_LEGACY_SUFFIX[type(sample)]}"] = value
-        return self.g.op(op_type, *inputs, **named)
+        try:
+            return self.g.op(op_type, *inputs, **named)
+        except RuntimeError as error:
+            if reshape and "minus_one_pos" in str(error):
+                raise FormError(_RESHAPE_ASSERT) from error
+            raise
+
+    def _reshape_target(self, data, shape):
+        """Reshape's ``shape``, where it is a constant with a 0 (keep that
+        dimension) and no -1, as the Concat of ``data``'s size read with
+        Shape at each 0 and the constant's size elsewhere: the TorchScript
+        exporter's shape inference fails an internal assert on the constant
+        ("minus_one_pos != -1 INTERNAL ASSERT FAILED"), and follows this one
+        into the output's dimensions (a dynamic one by its name) where each
+        part is one dimension."""
+        import torch
+
+        node = shape.node() if isinstance(shape, torch._C.Value) else None
+        if isinstance(shape, torch.Tensor):
+            target = shape.tolist()
+        elif node is not None and node.kind() == "onnx::Constant" and node.hasAttribute("value"):
+            target = node.t("value").tolist()
+        else:
+            return shape
+        if not isinstance(target, list) or 0 not in target or -1 in target:
+            return shape
+        sizes = self.op("Shape", data)
+        parts = [
+            self.op("Gather", sizes, self.ints([i]), axis=0) if size == 0 else self.ints([size])
+            for i, size in enumerate(target)
+        ]
+        return self.op("Concat", *parts, axis=0)
 
     def contrib(self, op_type, *inputs, outputs=1, **attrs):
         from opbridge.export.contrib import onnx_schema

@@ -19,7 +19,7 @@ from opbridge._library import (
     library_for_namespace,
 )
 from opbridge.export import doors, form_checks
-from opbridge.export.builder import DynamoBuilder, LegacyBuilder
+from opbridge.export.builder import DynamoBuilder, FormError, LegacyBuilder
 from opbridge.export.errors import ExportError
 from opbridge.export.metadata import METADATA_ROUTE_KEY
 from opbridge.export.nodes import (
@@ -46,10 +46,22 @@ def _build_form(library, spec, plan: ExportPlan, builder, inputs, attrs, seen, o
     attributes, from what the exporter knows of each input (``seen``, the
     exporter's ``form_checks.seen_*``)."""
     form, standard = plan.form(library, spec)
+    qualified = f"{library.torch_namespace}::{spec['name']}"
+    which = "standard" if standard else plan.route_of(library, spec["name"]).name
     try:
         result = form(builder, *inputs, **attrs)
+    except FormError as error:
+        # The builder's refusal names no operator.
+        raise refused_at(FormError(f"{qualified}: its {which} form: {error}"), opset) from error
     except ValueError as error:
         raise refused_at(error, opset) from error
+    except Exception as error:
+        # A failure of the form's own code: named by the operator, so that it
+        # is not taken for one of the exporter's (whose traceback stays below).
+        message = str(error)
+        if not message.startswith(qualified):
+            message = f"{qualified}: its {which} form failed: {type(error).__name__}: {message}"
+        raise ExportError(f"{message} (export at opset {opset})") from error
     if standard and not is_adopted(library):
         form_checks.check_form(
             library,

@@ -71,7 +71,28 @@ Status CopyGradY(const KernelArgs& args) {
   return Status::Ok();
 }
 
+// Backward inputs: grad_y, x, gate; writes grad_x and never takes grad_gate.
+Status ForgetsGate(const KernelArgs& args) {
+  const TensorInfo& x = args.input_infos[1];
+  const size_t size = x.dtype == "float64" ? 8 : 4;
+  std::memcpy(args.outputs[0], args.inputs[0], static_cast<size_t>(opbridge::NumElements(x.shape)) * size);
+  return Status::Ok();
+}
+
 }  // namespace
+
+const opbridge::OpSpec kForgottenGradientSpec =
+    opbridge::OpSpec::Builder("forgotten_gradient", "ForgottenGradient")
+        .Doc("y = x; a backward kernel that never writes the gate's gradient.")
+        .Inputs({opbridge::Input("x"), opbridge::Input("gate")})
+        .Outputs({"y"})
+        .Infer(InferSame)
+        .Forward(CopyX)
+        .Backward(ForgetsGate)
+        .BackwardInputs({opbridge::GradOfOutput("grad_y", 0).Like(1), opbridge::SavedInput("x", 0),
+                         opbridge::SavedInput("gate", 1)})
+        .BackwardOutputs({opbridge::Gradient("grad_x").Like(1), opbridge::Gradient("grad_gate").Like(2)})
+        .InputGradients({0, 1});
 
 const opbridge::OpSpec kShortShapeSpec = opbridge::OpSpec::Builder("short_shape", "ShortShape")
                                              .Doc("A shape rule smaller than what the kernel writes.")
@@ -113,3 +134,4 @@ OPBRIDGE_REGISTER_SPEC(faulty::kShortShapeSpec)
 OPBRIDGE_REGISTER_SPEC(faulty::kNarrowDtypeSpec)
 OPBRIDGE_REGISTER_SPEC(faulty::kWideDtypeSpec)
 OPBRIDGE_REGISTER_SPEC(faulty::kShortGradientSpec)
+OPBRIDGE_REGISTER_SPEC(faulty::kForgottenGradientSpec)

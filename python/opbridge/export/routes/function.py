@@ -1,8 +1,11 @@
 """Route ``function``: the custom route's library nodes, each with a
 model-local ONNX function of the same domain and op type whose body is the
-op's standard form. One file runs everywhere: a runtime without the library
-runs the bodies, ONNX Runtime with the library registered runs its kernels
-(:mod:`opbridge.export.functions`)."""
+op's standard form. One file runs with and without the library: ONNX
+Runtime without it runs the bodies, ONNX Runtime (or OpenVINO) with it
+registered runs its kernels (:mod:`opbridge.export.functions`). Stock
+OpenVINO refuses the file (its ONNX reader converts a function call only
+where an extension knows the domain); opbridge's OpenVINO session inlines
+the bodies itself."""
 
 from __future__ import annotations
 
@@ -48,7 +51,10 @@ ROUTE = Route(
     own_form=lambda card: False,
     check=nodes_have_bodies,
     bench_name="function",
-    summary="library nodes with standard-op bodies: the kernels where the library is, any runtime",
+    summary=(
+        "library nodes with standard-op bodies: the kernels where the library is, "
+        "the bodies in a stock ONNX Runtime"
+    ),
     auto_rank=3,
     # Its bodies are added by opbridge.export.export, after PyTorch's exporter.
     door=False,
