@@ -822,7 +822,7 @@ void CheckOutputs(const Case& c, const std::vector<Seen>& outputs) {
     fed[i].present = i < c.inputs.size() && !c.inputs[i].name.empty();
     if (i < c.inputs.size()) {
       fed[i].dtype = kDtypes[c.inputs[i].dtype].name;
-      fed[i].shape = c.inputs[i].dims;
+      fed[i].shape = opbridge::DimsOf(c.inputs[i].dims);
     }
   }
   std::vector<opbridge::TensorInfo> expected;
@@ -830,10 +830,11 @@ void CheckOutputs(const Case& c, const std::vector<Seen>& outputs) {
   if (!status.ok()) Violation(spec.QualifiedName() + " ran, but its shape rule says: " + status.message());
   if (outputs.size() > expected.size()) Violation(spec.QualifiedName() + ": more outputs than its spec has");
   for (size_t k = 0; k < outputs.size(); ++k) {
-    if (outputs[k].shape != expected[k].shape || expected[k].dtype != outputs[k].dtype) {
+    const std::vector<int64_t> rule = opbridge::Sizes(expected[k].shape);
+    if (outputs[k].shape != rule || expected[k].dtype != outputs[k].dtype) {
       Violation(spec.QualifiedName() + " output " + std::to_string(k) + ": got " + outputs[k].dtype + " " +
                 ShapeText(outputs[k].shape) + ", the shape rule says " + expected[k].dtype + " " +
-                ShapeText(expected[k].shape));
+                ShapeText(rule));
     }
   }
 }

@@ -253,6 +253,10 @@ class SpecNode : public ov::op::Op {
                                   NodeSuffix());
     }
     std::vector<TensorInfo> inputs(spec.inputs.size());
+    // The rule sees each dynamic dimension as an unknown one (opbridge/dim.h):
+    // a size it computes from one is dynamic, not the arithmetic of -1.
+    UnknownDims unknown;
+    const DimSymbolsScope scope(&unknown);
     bool known = true;
     bool types_known = true;
     bool lowered = false;  // whether OpenVINO lowered an input (kLoweredIntegers)
@@ -272,8 +276,10 @@ class SpecNode : public ov::op::Op {
       known = known && !type.is_dynamic() && shape.rank().is_static();
       types_known = types_known && !type.is_dynamic();
       if (shape.rank().is_dynamic()) continue;
-      for (const ov::Dimension& dim : shape)
-        inputs[i].shape.push_back(dim.is_static() ? dim.get_length() : -1);
+      for (const ov::Dimension& dim : shape) {
+        const size_t d = inputs[i].shape.size();
+        inputs[i].shape.push_back(dim.is_static() ? Dim(dim.get_length()) : unknown.Input(i, d));
+      }
     }
     if (model_types_.empty() && types_known) {
       for (size_t p = 0; p < get_input_size(); ++p) model_types_.push_back(get_input_element_type(p));
@@ -294,8 +300,10 @@ class SpecNode : public ov::op::Op {
     if (!status.ok()) throw SpecValidationFailure(status.message() + NodeSuffix());
     for (size_t k = 0; k < outputs.size() && k < spec.outputs.size(); ++k) {
       std::vector<ov::Dimension> dims;
-      for (int64_t dim : outputs[k].shape)
-        dims.push_back(dim < 0 ? ov::Dimension::dynamic() : ov::Dimension(dim));
+      for (const Dim& dim : outputs[k].shape) {
+        const bool dynamic = dim.symbolic() || dim < 0;
+        dims.push_back(dynamic ? ov::Dimension::dynamic() : ov::Dimension(static_cast<int64_t>(dim)));
+      }
       set_output_type(k, OutputType(k, ElementType(outputs[k].dtype), lowered), ov::PartialShape(dims));
     }
   }

@@ -2,7 +2,8 @@
 symbolic sizes, in the PyTorch library that OPBRIDGE_TORCH_ADAPTER picks
 (default or stable, named second): torch.export with a Dim on
 F, torch.compile with dynamic shapes and no recompile for a new F, and both
-ONNX exporters with a dynamic F, run in ONNX Runtime at another F."""
+ONNX exporters with a dynamic F, run in ONNX Runtime and OpenVINO at another
+F."""
 
 import importlib
 import sys
@@ -51,7 +52,8 @@ frames = torch._dynamo.utils.counters["stats"]["unique_graphs"]
 assert frames == 1, f"{frames} graphs for three values of F"
 
 # Both ONNX exporters, dynamic B and F, by the custom and standard routes;
-# ONNX Runtime's shape inference keeps the computed size unknown.
+# ONNX Runtime's shape inference and OpenVINO's keep the computed size
+# unknown, and both run the model at another B and F.
 for dynamo in (True, False):
     for route in ("custom", "standard"):
         proto = opbridge.export.export(
@@ -61,5 +63,10 @@ for dynamo in (True, False):
         declared = session.get_outputs()[0].shape
         assert not isinstance(declared[1], int) or declared[1] < 0, (route, dynamo, declared)
         (got,) = session.run(None, {session.get_inputs()[0].name: other.numpy()})
+        np.testing.assert_allclose(got, _reference(other).numpy(), rtol=1e-5, atol=1e-5)
+        # OpenVINO with the library's extension: the computed size is dynamic.
+        compiled = opbridge.runtimes.openvino.compile_model(proto)
+        assert compiled.outputs[0].partial_shape[1].is_dynamic, compiled.outputs[0].partial_shape
+        got = compiled({compiled.inputs[0]: other.numpy()})[compiled.outputs[0]]
         np.testing.assert_allclose(got, _reference(other).numpy(), rtol=1e-5, atol=1e-5)
 print(f"pairwise_dot: symbolic sizes under the {kind} PyTorch library: export, compile, ONNX")
