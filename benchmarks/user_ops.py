@@ -4,8 +4,9 @@ The operators come from user projects built on the SDK, not from opbridge:
 
 - ``soft_cap``: the operator ``opbridge new-op`` writes (``y = cap *
   tanh(x / cap)``, with a backward), scaffolded afresh into ``--build-dir``;
-- ``swiglu_clamp``, ``fused_norm`` and ``softmax_lse`` (two outputs, a
-  backward through both): the operators of the user-library example
+- ``swiglu_clamp``, ``fused_norm``, ``softmax_lse`` (two outputs, a
+  backward through both) and ``gated_rope`` (x [1, rows, 32, 128], int64
+  positions, a gate per head): the operators of the user-library example
   ``examples/fused_norm``.
 
 Each project's library is built by the SDK's JIT build
@@ -48,10 +49,15 @@ Ratios are the alternative's median time over the operator's (above 1: the
 user's operator is faster). The issue's targets, judged at the ``dram`` size
 in float32 per thread count: forward >= 1.0x ``torch_compile`` and >= 75% of
 the copy bandwidth; forward+backward >= 1.0x ``torch_compile``; for
-softmax_lse, forward and forward+backward >= 1.3x ``torch_compile``.
+softmax_lse, forward and forward+backward >= 1.3x ``torch_compile``; for
+gated_rope, also in bfloat16: forward >= 1.0x ``torch_compile`` and >= 50%
+of the copy bandwidth, forward+backward >= 1.0x ``torch_compile``.
+``--simd-target`` runs the user libraries' kernels on one SIMD target (one
+of their ``simd_targets()``) instead of the CPU's best.
 
-    .venv/bin/python benchmarks/user_ops.py [--ops soft_cap swiglu_clamp fused_norm softmax_lse]
-        [--threads 1 2] [--dtypes float32 bfloat16] [--rounds 4] [--quick]
+    .venv/bin/python benchmarks/user_ops.py
+        [--ops soft_cap swiglu_clamp fused_norm softmax_lse gated_rope] [--threads 1 2]
+        [--dtypes float32 bfloat16] [--rounds 4] [--simd-target SSE4] [--quick]
 
 writes ``benchmarks/results/user_ops.json`` and ``.md`` (``--json``,
 ``--markdown``; ``--quick`` writes only those asked for).
@@ -105,8 +111,9 @@ USER_OPS = {
     "swiglu_clamp": ("fused_norm", "myops::swiglu_clamp"),
     "fused_norm": ("fused_norm", "myops::fused_norm"),
     "softmax_lse": ("fused_norm", "myops::softmax_lse"),
+    "gated_rope": ("fused_norm", "myops::gated_rope"),
 }
-DEFAULT_OPS = ("soft_cap", "swiglu_clamp", "fused_norm", "softmax_lse")
+DEFAULT_OPS = ("soft_cap", "swiglu_clamp", "fused_norm", "softmax_lse", "gated_rope")
 TORCH_IMPLS = ("torch_composite", "torch_compile", "opbridge_torch")
 ORT_IMPLS = ("ort_standard", "ort_custom")
 IMPLS = (*TORCH_IMPLS, *ORT_IMPLS, "copy")
@@ -115,11 +122,27 @@ IMPLS = (*TORCH_IMPLS, *ORT_IMPLS, "copy")
 REWARM = 3
 WARMUP_S = 1.0
 # The issue's targets at the dram size: (pass, what the op is measured
-# against, goal). "copy": the op's share of the copy bandwidth.
-TARGETS = (("fwd", "torch_compile", 1.0), ("fwd", "copy", 0.75), ("fwd+bwd", "torch_compile", 1.0))
+# against, goal, dtype). "copy": the op's share of the copy bandwidth.
+TARGETS = (
+    ("fwd", "torch_compile", 1.0, "float32"),
+    ("fwd", "copy", 0.75, "float32"),
+    ("fwd+bwd", "torch_compile", 1.0, "float32"),
+)
 # An operator's own targets, in place of TARGETS: softmax_lse takes an exp
-# per element (compute-bound, no share of the copy asked).
-OP_TARGETS = {"softmax_lse": (("fwd", "torch_compile", 1.3), ("fwd+bwd", "torch_compile", 1.3))}
+# per element (compute-bound, no share of the copy asked); gated_rope's
+# angles are transcendental, and it is judged in bfloat16 too.
+OP_TARGETS = {
+    "softmax_lse": (
+        ("fwd", "torch_compile", 1.3, "float32"),
+        ("fwd+bwd", "torch_compile", 1.3, "float32"),
+    ),
+    "gated_rope": (
+        *TARGETS,
+        ("fwd", "torch_compile", 1.0, "bfloat16"),
+        ("fwd", "copy", 0.5, "bfloat16"),
+        ("fwd+bwd", "torch_compile", 1.0, "bfloat16"),
+    ),
+}
 
 
 @dataclass
@@ -465,16 +488,17 @@ def ratio(impls: dict[str, dict], alternative: str, base: str) -> float | None:
 
 
 def verdicts(report: dict) -> list[dict]:
-    """The issue's targets (TARGETS) for every operator at the dram size
-    (its largest shape), float32, each thread count."""
+    """The issue's targets (TARGETS, OP_TARGETS) for every operator at the
+    dram size (its largest shape), at each target's dtype and each thread
+    count."""
     cases = _cases(report["results"])
     dram = report["sizes"].get("dram")
     rows = []
     for (op, shape, dtype, threads, pass_), impls in cases.items():
-        if dram is None or list(shape) != dram or dtype != "float32":
+        if dram is None or list(shape) != dram:
             continue
-        for target_pass, against, goal in OP_TARGETS.get(op.split("::")[-1], TARGETS):
-            if target_pass != pass_:
+        for target_pass, against, goal, target_dtype in OP_TARGETS.get(op.split("::")[-1], TARGETS):
+            if target_pass != pass_ or target_dtype != dtype:
                 continue
             measured = ratio(impls, against, "opbridge_torch")
             if measured is None:
@@ -484,6 +508,7 @@ def verdicts(report: dict) -> list[dict]:
                 dict(
                     op=op,
                     shape=list(shape),
+                    dtype=dtype,
                     threads=threads,
                     target=f"{pass_}: opbridge_torch {what}",
                     goal=goal,
@@ -503,9 +528,11 @@ def _cell(value: float | None, percent: bool = False) -> str:
 def markdown(report: dict) -> str:
     """The run's machine and load, one row per case, then the verdicts."""
     start, end = report["load_average"]["start"], report["load_average"]["end"]
+    forced = report.get("forced_simd_target")
     lines = [
         f"Machine: {report['machine']}; allocator: {report['allocator']}; "
-        f"threads {', '.join(map(str, report['threads']))}; {report['rounds']} rounds.",
+        + (f"the user libraries' SIMD target forced to {forced}; " if forced else "")
+        + f"threads {', '.join(map(str, report['threads']))}; {report['rounds']} rounds.",
         f"Load average (1, 5, 15 min): {', '.join(f'{v:.2f}' for v in start)} at the start, "
         f"{', '.join(f'{v:.2f}' for v in end)} at the end, on {os.cpu_count()} logical CPUs "
         "(other work on the machine slows every implementation; the rounds spread it over all).",
@@ -551,13 +578,14 @@ def markdown(report: dict) -> str:
     if rows:
         lines += [
             "",
-            "| op | shape | threads | target | goal | measured | |",
-            "|---|---|---|---|---|---|---|",
+            "| op | shape | dtype | threads | target | goal | measured | |",
+            "|---|---|---|---|---|---|---|---|",
         ]
         for v in rows:
             percent = "copy" in v["target"]
             lines.append(
-                f"| {v['op']} | {'x'.join(map(str, v['shape']))} | {v['threads']} "
+                f"| {v['op']} | {'x'.join(map(str, v['shape']))} | {v.get('dtype', 'float32')} "
+                f"| {v['threads']} "
                 f"| {v['target']} | >= {_cell(v['goal'], percent)} "
                 f"| {_cell(v['measured'], percent)} | {'met' if v['met'] else '**missed**'} |"
             )
@@ -568,6 +596,18 @@ def markdown(report: dict) -> str:
 
 
 # ---------------------------------------------------------------- main
+
+
+def force_simd_target(qualified: str, target: str, log) -> None:
+    """Runs the kernels of the library behind ``qualified`` on SIMD target
+    ``target`` (one of the library's simd_targets())."""
+    library = library_for_namespace(qualified.split("::")[0])
+    module = getattr(library, "module", None)
+    if module is None or not hasattr(module, "set_simd_target"):
+        log(f"{qualified}: its library cannot force a SIMD target; its best one runs")
+        return
+    module.set_simd_target(target)
+    log(f"{qualified}: SIMD target {module.simd_target()} (of {', '.join(module.simd_targets())})")
 
 
 def run(args: argparse.Namespace, log=print) -> dict:
@@ -586,12 +626,15 @@ def run(args: argparse.Namespace, log=print) -> dict:
                 log(f"{error}; skipped")
                 not_found.append(str(error))
                 continue
+            if args.simd_target:
+                force_simd_target(qualified, args.simd_target, log)
             results += measure_op(qualified, plan, log)
     finally:
         torch.set_num_threads(threads_before)
     report = {
         "machine": machine_description(),
         "simd_target": _C.simd_target(),
+        "forced_simd_target": args.simd_target or None,
         "allocator": allocator,
         "threads": plan.threads,
         "rounds": plan.rounds,
@@ -626,6 +669,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--iters", type=int, default=3, help="minimum timed calls per block")
     p.add_argument("--budget", type=float, default=1.0, help="seconds of timed calls per impl")
     p.add_argument("--no-backward", action="store_true")
+    p.add_argument(
+        "--simd-target", default="", help="the user libraries' SIMD target (default: the best)"
+    )
     p.add_argument("--default-allocator", action="store_true")
     p.add_argument("--quick", action="store_true", help="tiny sizes, few calls (proves it runs)")
     p.add_argument("--build-dir", type=Path, default=ROOT / "build" / "user_ops")

@@ -43,10 +43,35 @@ HWY_INLINE hn::VFromD<D> ReadLanes(D d, const BFloat16* p) {
   const hn::Rebind<hwy::bfloat16_t, D> dh;
   return hn::PromoteTo(d, hn::LoadU(dh, reinterpret_cast<const hwy::bfloat16_t*>(p)));
 }
+// Highway widens and narrows float16 arithmetically where the target has no
+// F16C (SSE4, SSSE3, the portable targets): +-inf and NaN come out finite,
+// and narrowing truncates. The toolkit's float16 loads and stores keep IEEE
+// semantics (inf, NaN, rounding to nearest even) on every target.
+#undef OPBRIDGE_SIMD_F16_BY_BITS
+#if (HWY_ARCH_X86 && (HWY_TARGET >= HWY_SSE4 || defined(HWY_DISABLE_F16C))) || HWY_TARGET == HWY_EMU128 || \
+    HWY_TARGET == HWY_SCALAR
+#define OPBRIDGE_SIMD_F16_BY_BITS 1
+#else
+#define OPBRIDGE_SIMD_F16_BY_BITS 0
+#endif
+
 template <class D>
 HWY_INLINE hn::VFromD<D> ReadLanes(D d, const Float16* p) {
   const hn::Rebind<hwy::float16_t, D> dh;
-  return hn::PromoteTo(d, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
+  const auto wide = hn::PromoteTo(d, hn::LoadU(dh, reinterpret_cast<const hwy::float16_t*>(p)));
+#if OPBRIDGE_SIMD_F16_BY_BITS
+  // Exponent 31 (inf, NaN) widened by its bits: sign, all-ones exponent, mantissa.
+  const hn::RebindToUnsigned<D> du;
+  const hn::Rebind<uint16_t, D> du16;
+  const auto bits = hn::PromoteTo(du, hn::LoadU(du16, reinterpret_cast<const uint16_t*>(p)));
+  const auto special = hn::Eq(hn::And(bits, hn::Set(du, 0x7C00u)), hn::Set(du, 0x7C00u));
+  const auto exact =
+      hn::Or(hn::Or(hn::ShiftLeft<16>(hn::And(bits, hn::Set(du, 0x8000u))), hn::Set(du, 0x7F800000u)),
+             hn::ShiftLeft<13>(hn::And(bits, hn::Set(du, 0x3FFu))));
+  return hn::IfThenElse(hn::RebindMask(d, special), hn::BitCast(d, exact), wide);
+#else
+  return wide;
+#endif
 }
 
 template <class D>
@@ -57,10 +82,36 @@ template <class D>
 HWY_INLINE void WriteLanes(D d, hn::VFromD<D> v, double* p) {
   hn::StoreU(v, d, p);
 }
+// Rounds to nearest even; overflow gives +-inf, NaN stays NaN.
 template <class D>
-HWY_INLINE void WriteLanes(D /*d*/, hn::VFromD<D> v, Float16* p) {
+HWY_INLINE void WriteLanes(D d, hn::VFromD<D> v, Float16* p) {
+#if OPBRIDGE_SIMD_F16_BY_BITS
+  // half.h's ToFloat16, lane by lane in integer arithmetic; a subnormal
+  // result is rounded by the float addition of 0.5 (its mantissa lands in
+  // the low bits).
+  const hn::RebindToUnsigned<D> du;
+  const hn::RebindToSigned<D> di;
+  const hn::Rebind<uint16_t, D> du16;
+  const auto bits = hn::BitCast(du, v);
+  const auto sign = hn::And(hn::ShiftRight<16>(bits), hn::Set(du, 0x8000u));
+  const auto magnitude = hn::And(bits, hn::Set(du, 0x7FFFFFFFu));
+  const auto normal = hn::ShiftRight<13>(
+      hn::Sub(hn::Add(magnitude,
+                      hn::Add(hn::Set(du, 0xFFFu), hn::And(hn::ShiftRight<13>(magnitude), hn::Set(du, 1u)))),
+              hn::Set(du, 0x38000000u)));
+  const auto subnormal = hn::Sub(hn::BitCast(du, hn::Add(hn::BitCast(d, magnitude), hn::Set(d, 0.5f))),
+                                 hn::Set(du, 0x3F000000u));
+  const auto is_subnormal = hn::Lt(hn::BitCast(di, magnitude), hn::Set(di, 0x38800000));
+  const auto is_inf = hn::Lt(hn::Set(di, 0x477FEFFF), hn::BitCast(di, magnitude));
+  const auto is_nan = hn::Lt(hn::Set(di, 0x7F800000), hn::BitCast(di, magnitude));
+  auto out = hn::IfThenElse(hn::RebindMask(du, is_subnormal), subnormal, normal);
+  out = hn::IfThenElse(hn::RebindMask(du, is_inf), hn::Set(du, 0x7C00u), out);
+  out = hn::IfThenElse(hn::RebindMask(du, is_nan), hn::Set(du, 0x7E00u), out);
+  hn::StoreU(hn::DemoteTo(du16, hn::BitCast(di, hn::Or(sign, out))), du16, reinterpret_cast<uint16_t*>(p));
+#else
   const hn::Rebind<hwy::float16_t, D> dh;
   hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(p));
+#endif
 }
 // Rounds to nearest even (Highway's bfloat16 DemoteTo truncates); NaN stays NaN.
 template <class D>
@@ -143,8 +194,14 @@ HWY_INLINE void AccumulateDoubleTail(D d, hn::VFromD<D> v, double* acc, int64_t 
 template <typename T, class D>
 HWY_INLINE hn::VFromD<D> RoundTrip(D d, hn::VFromD<D> v) {
   if constexpr (std::is_same_v<T, Float16>) {
+#if OPBRIDGE_SIMD_F16_BY_BITS
+    alignas(64) Float16 lanes[kMaxLanes];
+    WriteLanes(d, v, lanes);
+    return ReadLanes(d, lanes);
+#else
     const hn::Rebind<hwy::float16_t, D> dh;
     return hn::PromoteTo(d, hn::DemoteTo(dh, v));
+#endif
   } else if constexpr (std::is_same_v<T, BFloat16>) {
     // Round to nearest even in the upper 16 bits, as WriteLanes does.
     const hn::RebindToUnsigned<D> du;

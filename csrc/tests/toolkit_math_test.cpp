@@ -1,4 +1,4 @@
-// The toolkit's vector math (opbridge/toolkit/math-inl.h) against libm in
+// The toolkit's vector math (opbridge/toolkit/math-inl.h, trig-inl.h) against libm in
 // double (float32) and long double (float64), on every SIMD target this CPU
 // runs: a dense sweep of each type's range, the extremes, +-inf and NaN. The
 // bounds asserted here are the ones math-inl.h and the fast-kernels guide
@@ -11,7 +11,9 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "opbridge/half.h"
 #include "opbridge/toolkit/math-inl.h"
+#include "opbridge/toolkit/trig-inl.h"
 
 #ifndef OPBRIDGE_TOOLKIT_MATH_TEST_FUNCTIONS_
 #define OPBRIDGE_TOOLKIT_MATH_TEST_FUNCTIONS_
@@ -30,6 +32,8 @@ enum Function {
   kGeluTanh,
   kGeluTanhGrad,
   kExpFast,
+  kSin,
+  kCos,
   kNumFunctions
 };
 }  // namespace toolkit_math_test
@@ -72,6 +76,13 @@ HWY_INLINE V Apply(D d, Function fn, V x) {
       return tk::GeluTanhGrad(d, x);
     case toolkit_math_test::kExpFast:
       return tk::ExpFast(d, x);
+    case toolkit_math_test::kSin:
+      return tk::Sin(d, x);
+    case toolkit_math_test::kCos: {
+      V s, c;
+      tk::SinCos(d, x, &s, &c);  // Cos through SinCos: both paths measured
+      return hn::Add(c, hn::Mul(s, hn::Zero(d)));
+    }
     default:
       return x;
   }
@@ -86,10 +97,28 @@ void EvalImpl(int fn, const T* x, T* y, size_t n) {
   }
 }
 
+// 16-bit storage: widened to float32 lanes, rounded once on the way out.
+template <typename T>
+void EvalHalfImpl(int fn, const T* x, T* y, size_t n) {
+  const hn::ScalableTag<float> d;
+  for (size_t i = 0; i < n; i += hn::Lanes(d)) {
+    simd::WriteLanes(d, Apply(d, static_cast<Function>(fn), simd::ReadLanes(d, x + i)), y + i);
+  }
+}
+
+// float32 lanes stored as float16 (the toolkit's rounding store).
+void StoreHalfImpl(const float* x, Float16* y, size_t n) {
+  const hn::ScalableTag<float> d;
+  for (size_t i = 0; i < n; i += hn::Lanes(d)) simd::WriteLanes(d, hn::LoadU(d, x + i), y + i);
+}
+
 }  // namespace
 
+void StoreF16(const float* x, Float16* y, size_t n) { StoreHalfImpl(x, y, n); }
 void EvalF32(int fn, const float* x, float* y, size_t n) { EvalImpl(fn, x, y, n); }
 void EvalF64(int fn, const double* x, double* y, size_t n) { EvalImpl(fn, x, y, n); }
+void EvalBF16(int fn, const BFloat16* x, BFloat16* y, size_t n) { EvalHalfImpl(fn, x, y, n); }
+void EvalF16(int fn, const Float16* x, Float16* y, size_t n) { EvalHalfImpl(fn, x, y, n); }
 
 }  // namespace HWY_NAMESPACE
 }  // namespace opbridge
@@ -114,6 +143,9 @@ namespace opbridge {
 
 HWY_EXPORT(EvalF32);
 HWY_EXPORT(EvalF64);
+HWY_EXPORT(EvalBF16);
+HWY_EXPORT(EvalF16);
+HWY_EXPORT(StoreF16);
 
 namespace toolkit_math_test {
 namespace {
@@ -160,15 +192,19 @@ LD Reference(Function fn, LD x) {
       if (fn == kGeluTanh) return x * s;
       return s + 2.0L * x * s * (1.0L - s) * kSqrt2OverPi * (1.0L + 3.0L * 0.044715L * x * x);
     }
+    case kSin:
+      return std::sin(x);
+    case kCos:
+      return std::cos(x);
     default:
       return x;
   }
 }
 
 const char* Name(Function fn) {
-  static const char* const kNames[] = {"Exp",         "Log",      "Tanh",         "Sigmoid",
-                                       "Erf",         "Silu",     "SiluGrad",     "GeluErf",
-                                       "GeluErfGrad", "GeluTanh", "GeluTanhGrad", "ExpFast"};
+  static const char* const kNames[] = {"Exp",          "Log",      "Tanh",    "Sigmoid",     "Erf",
+                                       "Silu",         "SiluGrad", "GeluErf", "GeluErfGrad", "GeluTanh",
+                                       "GeluTanhGrad", "ExpFast",  "Sin",     "Cos"};
   return kNames[fn];
 }
 
@@ -197,7 +233,9 @@ const Bounds kBounds[kNumFunctions] = {
     /* GeluErfGrad  */ {{4, 4e-7}, {2, 4e-16}},
     /* GeluTanh     */ {{4, 1e-7}, {4, 1e-15}},
     /* GeluTanhGrad */ {{4, 4e-7}, {4, 1e-15}},
-    /* ExpFast      */ {{2, 2.8e-40}, {3, 0}},  // abs * max(1, |x|): 0 below 2^-125 (x < -86.64)
+    /* ExpFast      */ {{2, 2.8e-40}, {3, 0}},   // abs * max(1, |x|): 0 below 2^-125 (x < -86.64)
+    /* Sin          */ {{3, 1e-7}, {3, 5e-16}},  // trig-inl.h's table
+    /* Cos          */ {{3, 1e-7}, {3, 5e-16}},
 };
 
 template <typename T>
@@ -224,6 +262,7 @@ std::vector<T> Sweep() {
       x.push_back(v);
     }
     for (int i = -60000; i <= 60000; ++i) x.push_back(static_cast<float>(i) * 2e-4f);
+    for (int i = -20000; i <= 20000; ++i) x.push_back(static_cast<float>(i) * 1.9503f);  // Sin, Cos: +-39006
   } else {
     std::mt19937_64 gen(7);
     for (int i = 0; i < 40000; ++i) {
@@ -236,10 +275,37 @@ std::vector<T> Sweep() {
     for (int i = -15000; i <= 15000; ++i) x.push_back(static_cast<double>(i) * 5e-2);
   }
   using L = std::numeric_limits<T>;
-  for (T v : {T(0),         L::min(), L::denorm_min(), L::max(),  L::infinity(), L::quiet_NaN(),
-              L::epsilon(), T(88.72), T(88.73),        T(103.9),  T(704),        T(706.5),
-              T(709.7),     T(709.8), T(-87.3),        T(-103.9), T(-745.1),     T(-745.2),
-              T(3.92),      T(5.54),  T(9.1),          T(19.1),   T(1e-30)}) {
+  for (T v : {T(0),
+              L::min(),
+              L::denorm_min(),
+              L::max(),
+              L::infinity(),
+              L::quiet_NaN(),
+              L::epsilon(),
+              T(88.72),
+              T(88.73),
+              T(103.9),
+              T(704),
+              T(706.5),
+              T(709.7),
+              T(709.8),
+              T(-87.3),
+              T(-103.9),
+              T(-745.1),
+              T(-745.2),
+              T(3.92),
+              T(5.54),
+              T(9.1),
+              T(19.1),
+              T(1e-30),
+              T(1.5707963267948966),
+              T(3.141592653589793),
+              T(6.283185307179586),
+              T(38999.9),
+              T(39000),
+              T(39000.1),
+              T(1e6),
+              T(1e20)}) {
     x.push_back(v);
     x.push_back(-v);
   }
@@ -315,6 +381,99 @@ void CheckAllFunctions() {
 TEST(ToolkitMath, Float32WithinDocumentedBoundsOnEveryTarget) { CheckAllFunctions<float>(); }
 
 TEST(ToolkitMath, Float64WithinDocumentedBoundsOnEveryTarget) { CheckAllFunctions<double>(); }
+
+// The 16-bit path of Sin and Cos: each of the 65536 values of bfloat16 and
+// of float16, widened to float32 lanes, computed and rounded once, is within
+// one unit in the last place of the 16-bit type of the exact result (NaN and
+// +-inf give NaN), on every target.
+template <typename T>
+void CheckHalfTrig(int digits, long double min_normal, long double denorm_min, const char* type) {
+  std::vector<T> x(65536), y(65536);
+  for (uint32_t b = 0; b < 65536; ++b) x[b].bits = static_cast<uint16_t>(b);
+  for (Function fn : {kSin, kCos}) {
+    for (const std::string& target : SimdTargets()) {
+      ForcedTarget forced(target);
+      if constexpr (std::is_same_v<T, BFloat16>) {
+        OPBRIDGE_DYNAMIC_DISPATCH(EvalBF16)(fn, x.data(), y.data(), x.size());
+      } else {
+        OPBRIDGE_DYNAMIC_DISPATCH(EvalF16)(fn, x.data(), y.data(), x.size());
+      }
+      int failures = 0;
+      std::ostringstream first;
+      for (size_t i = 0; i < x.size(); ++i) {
+        const LD in = static_cast<LD>(ToFloat(x[i]));
+        const LD got = static_cast<LD>(ToFloat(y[i]));
+        bool ok;
+        if (std::isnan(in) || std::isinf(in)) {
+          ok = std::isnan(got);
+        } else {
+          const LD exact = Reference(fn, in);
+          const LD a = std::fabs(exact);
+          int exponent = 0;
+          std::frexp(a, &exponent);
+          const LD ulp = a < min_normal ? denorm_min : std::ldexp(1.0L, exponent - digits);
+          ok = std::fabs(got - exact) <= ulp;
+        }
+        if (!ok && failures++ < 5) {
+          first << "\n  x = " << static_cast<double>(in) << ": got " << static_cast<double>(got);
+        }
+      }
+      EXPECT_EQ(failures, 0) << Name(fn) << " of " << type << " on " << target << ": " << failures
+                             << " of 65536 beyond 1 ulp" << first.str();
+    }
+  }
+}
+
+TEST(ToolkitMath, SinCosOfEveryBFloat16AndFloat16WithinOneUlpOnEveryTarget) {
+  CheckHalfTrig<BFloat16>(8, std::ldexp(1.0L, -126), std::ldexp(1.0L, -133), "bfloat16");
+  CheckHalfTrig<Float16>(11, std::ldexp(1.0L, -14), std::ldexp(1.0L, -24), "float16");
+}
+
+// The toolkit's float16 loads and stores are IEEE's on every target, also
+// where Highway converts arithmetically (no F16C): each of the 65536 values
+// loads and stores back as itself (inf stays inf, NaN stays NaN), and
+// float32 values store as half.h's scalar conversion rounds them (to nearest
+// even, overflow to inf, subnormals).
+TEST(ToolkitMath, Float16LoadsAndStoresAreIeeeOnEveryTarget) {
+  std::vector<Float16> x(65536), y(65536);
+  for (uint32_t b = 0; b < 65536; ++b) x[b].bits = static_cast<uint16_t>(b);
+  std::vector<float> wide;
+  std::mt19937 gen(11);
+  for (int i = 0; i < 200000; ++i) {
+    const uint32_t bits = (gen() & 0x8FFFFFFFu) | ((96u + gen() % 64u) << 23);  // 2^-31 .. 2^32
+    float v;
+    std::memcpy(&v, &bits, sizeof(v));
+    wide.push_back(v);
+  }
+  for (float v : {65504.0f, 65519.0f, 65520.0f, 1e9f, 5.96e-8f, 2.98e-8f, 2.99e-8f, 6.1e-5f, 1.0009766f,
+                  std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()}) {
+    wide.push_back(v);
+    wide.push_back(-v);
+  }
+  while (wide.size() % 64 != 0) wide.push_back(0.0f);
+  std::vector<Float16> stored(wide.size());
+  for (const std::string& target : SimdTargets()) {
+    ForcedTarget forced(target);
+    OPBRIDGE_DYNAMIC_DISPATCH(EvalF16)(kNumFunctions, x.data(), y.data(), x.size());  // the identity
+    int failures = 0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      const bool nan = std::isnan(ToFloat(x[i]));
+      const bool same = nan ? std::isnan(ToFloat(y[i])) : y[i].bits == x[i].bits;
+      if (!same && failures++ < 3)
+        ADD_FAILURE() << target << ": float16 bits " << x[i].bits << " -> " << y[i].bits;
+    }
+    OPBRIDGE_DYNAMIC_DISPATCH(StoreF16)(wide.data(), stored.data(), wide.size());
+    for (size_t i = 0; i < wide.size(); ++i) {
+      const Float16 want = ToFloat16(wide[i]);
+      const bool same = std::isnan(wide[i]) ? std::isnan(ToFloat(stored[i])) : stored[i].bits == want.bits;
+      if (!same && failures++ < 6) {
+        ADD_FAILURE() << target << ": " << wide[i] << " stored as " << stored[i].bits << ", not "
+                      << want.bits;
+      }
+    }
+    EXPECT_EQ(failures, 0) << target;
+  }
+}
 
 // The edge cases a kernel relies on, exactly.
 TEST(ToolkitMath, SpecialValuesAreExact) {

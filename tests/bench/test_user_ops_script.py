@@ -111,3 +111,33 @@ def test_verdicts_are_judged_at_the_dram_size_in_float32(user_ops):
         (2, "fwd+bwd: opbridge_torch vs torch_compile"): (1.2, True),
         (1, "fwd: opbridge_torch share of copy bandwidth"): (0.7, False),
     }
+
+
+def test_gated_rope_is_judged_in_bfloat16_too_at_half_the_copy_bandwidth(user_ops):
+    def result(dtype, impl, us):
+        return dict(
+            op="myops::gated_rope",
+            shape=[8192, 4096],
+            dtype=dtype,
+            threads=2,
+            impl=impl,
+            median_us=us,
+            p99_us=us,
+            gbps=1.0,
+        )
+
+    report = {
+        "sizes": {"dram": [8192, 4096]},
+        "results": [
+            {**result(dtype, impl, us), "pass": "fwd"}
+            for dtype in ("float32", "bfloat16")
+            for impl, us in (("opbridge_torch", 100.0), ("copy", 60.0), ("torch_compile", 150.0))
+        ],
+    }
+    got = {(v["dtype"], v["target"]): v["met"] for v in user_ops.verdicts(report)}
+    assert got == {
+        ("float32", "fwd: opbridge_torch vs torch_compile"): True,
+        ("float32", "fwd: opbridge_torch share of copy bandwidth"): False,  # 60% < 75%
+        ("bfloat16", "fwd: opbridge_torch vs torch_compile"): True,
+        ("bfloat16", "fwd: opbridge_torch share of copy bandwidth"): True,  # 60% >= 50%
+    }
