@@ -5,9 +5,10 @@ The operators come from user projects built on the SDK, not from opbridge:
 - ``soft_cap``: the operator ``opbridge new-op`` writes (``y = cap *
   tanh(x / cap)``, with a backward), scaffolded afresh into ``--build-dir``;
 - ``swiglu_clamp``, ``fused_norm``, ``softmax_lse`` (two outputs, a
-  backward through both) and ``gated_rope`` (x [1, rows, 32, 128], int64
-  positions, a gate per head): the operators of the user-library example
-  ``examples/fused_norm``.
+  backward through both), ``gated_rope`` (x [1, rows, 32, 128], int64
+  positions, a gate per head) and ``pairwise_dot`` (rows * 4 batch rows of
+  32 features of 32 values, all their pairs' dot products): the operators
+  of the user-library example ``examples/fused_norm``.
 
 Each project's library is built by the SDK's JIT build
 (:func:`opbridge.sdk.build.load`, cached by content: a rerun with unchanged
@@ -51,13 +52,15 @@ in float32 per thread count: forward >= 1.0x ``torch_compile`` and >= 75% of
 the copy bandwidth; forward+backward >= 1.0x ``torch_compile``; for
 softmax_lse, forward and forward+backward >= 1.3x ``torch_compile``; for
 gated_rope, also in bfloat16: forward >= 1.0x ``torch_compile`` and >= 50%
-of the copy bandwidth, forward+backward >= 1.0x ``torch_compile``.
+of the copy bandwidth, forward+backward >= 1.0x ``torch_compile``; for
+pairwise_dot (compute-bound), forward and forward+backward >= 1.0x
+``torch_compile``.
 ``--simd-target`` runs the user libraries' kernels on one SIMD target (one
 of their ``simd_targets()``) instead of the CPU's best.
 
     .venv/bin/python benchmarks/user_ops.py
-        [--ops soft_cap swiglu_clamp fused_norm softmax_lse gated_rope] [--threads 1 2]
-        [--dtypes float32 bfloat16] [--rounds 4] [--simd-target SSE4] [--quick]
+        [--ops soft_cap swiglu_clamp fused_norm softmax_lse gated_rope pairwise_dot]
+        [--threads 1 2] [--dtypes float32 bfloat16] [--rounds 4] [--simd-target SSE4] [--quick]
 
 writes ``benchmarks/results/user_ops.json`` and ``.md`` (``--json``,
 ``--markdown``; ``--quick`` writes only those asked for).
@@ -112,8 +115,9 @@ USER_OPS = {
     "fused_norm": ("fused_norm", "myops::fused_norm"),
     "softmax_lse": ("fused_norm", "myops::softmax_lse"),
     "gated_rope": ("fused_norm", "myops::gated_rope"),
+    "pairwise_dot": ("fused_norm", "myops::pairwise_dot"),
 }
-DEFAULT_OPS = ("soft_cap", "swiglu_clamp", "fused_norm", "softmax_lse", "gated_rope")
+DEFAULT_OPS = tuple(USER_OPS)
 TORCH_IMPLS = ("torch_composite", "torch_compile", "opbridge_torch")
 ORT_IMPLS = ("ort_standard", "ort_custom")
 IMPLS = (*TORCH_IMPLS, *ORT_IMPLS, "copy")
@@ -130,8 +134,13 @@ TARGETS = (
 )
 # An operator's own targets, in place of TARGETS: softmax_lse takes an exp
 # per element (compute-bound, no share of the copy asked); gated_rope's
-# angles are transcendental, and it is judged in bfloat16 too.
+# angles are transcendental, and it is judged in bfloat16 too; pairwise_dot
+# does 16 multiply-adds per value it reads (F = D = 32: compute-bound).
 OP_TARGETS = {
+    "pairwise_dot": (
+        ("fwd", "torch_compile", 1.0, "float32"),
+        ("fwd+bwd", "torch_compile", 1.0, "float32"),
+    ),
     "softmax_lse": (
         ("fwd", "torch_compile", 1.3, "float32"),
         ("fwd+bwd", "torch_compile", 1.3, "float32"),

@@ -59,8 +59,9 @@ def test_fused_norm_example_builds_tests_exports_verifies_and_runs_in_cpp(tmp_pa
 def test_fast_kernels_guide_shows_the_real_kernels():
     """Every C++ block of docs/guides/fast-kernels.md is a verbatim part of
     a kernel that is built and tested: the scaffold's (as `opbridge new-op
-    --name soft_cap` renders it), swiglu_clamp's, softmax_lse's and gated_rope's here, bias_gelu's,
-    rms_norm's or the toolkit test library's (tests/sdk/faulty_ops)."""
+    --name soft_cap` renders it), swiglu_clamp's, softmax_lse's, gated_rope's
+    and pairwise_dot's here, bias_gelu's, rms_norm's or the toolkit test
+    library's (tests/sdk/faulty_ops)."""
     import re
 
     from opbridge.sdk import scaffold
@@ -73,6 +74,7 @@ def test_fast_kernels_guide_shows_the_real_kernels():
         (EXAMPLE / "csrc" / "softmax_lse" / "kernel.cpp").read_text(),
         (EXAMPLE / "csrc" / "softmax_lse" / "spec.h").read_text(),
         (EXAMPLE / "csrc" / "gated_rope" / "kernel.cpp").read_text(),
+        (EXAMPLE / "csrc" / "pairwise_dot" / "kernel.cpp").read_text(),
         (ROOT / "csrc" / "ops" / "bias_gelu" / "kernel.cpp").read_text(),
         (ROOT / "csrc" / "ops" / "rms_norm" / "kernel.cpp").read_text(),
         (ROOT / "tests" / "sdk" / "faulty_ops" / "toolkit_faulty.cpp").read_text(),

@@ -1,10 +1,10 @@
 """my_fused_ops: the articles' fused_norm, swiglu_clamp and softmax_lse, and
-gated_rope (the last three written with the SDK's kernel toolkit), built
-with the opbridge SDK.
+gated_rope and pairwise_dot (all written with the SDK's
+kernel toolkit), built with the opbridge SDK.
 
 Importing the package loads the library: torch.ops.myops.fused_norm,
-torch.ops.myops.swiglu_clamp, torch.ops.myops.softmax_lse and
-torch.ops.myops.gated_rope in PyTorch and
+torch.ops.myops.swiglu_clamp, torch.ops.myops.softmax_lse,
+torch.ops.myops.gated_rope and torch.ops.myops.pairwise_dot in PyTorch and
 ONNX domain "com.example.myops" for ONNX Runtime (opbridge.runtimes.onnxruntime.InferenceSession
 registers it for models that use it).
 """
@@ -15,6 +15,8 @@ from my_fused_ops import my_fused_ops_torch as _native
 LIBRARY = opbridge.load_library(_native)
 
 from my_fused_ops.functional import CARD, FusedNorm, fused_norm  # noqa: E402
+from my_fused_ops.interaction import CARD as PAIRWISE_DOT_CARD  # noqa: E402
+from my_fused_ops.interaction import pairwise_dot  # noqa: E402
 from my_fused_ops.rope import CARD as GATED_ROPE_CARD  # noqa: E402
 from my_fused_ops.rope import gated_rope  # noqa: E402
 from my_fused_ops.softmax import CARD as SOFTMAX_LSE_CARD  # noqa: E402
@@ -26,11 +28,13 @@ __all__ = [
     "CARD",
     "GATED_ROPE_CARD",
     "LIBRARY",
+    "PAIRWISE_DOT_CARD",
     "SOFTMAX_LSE_CARD",
     "SWIGLU_CLAMP_CARD",
     "FusedNorm",
     "fused_norm",
     "gated_rope",
+    "pairwise_dot",
     "softmax_lse",
     "swiglu_clamp",
 ]
