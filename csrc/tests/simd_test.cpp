@@ -21,10 +21,7 @@ namespace opbridge {
 namespace {
 
 // Restores the default target when a test ends, pass or fail.
-struct ForcedTarget {
-  explicit ForcedTarget(const std::string& name) { EXPECT_TRUE(SetSimdTarget(name).ok()) << name; }
-  ~ForcedTarget() { SetSimdTarget("").ok(); }
-};
+using opbridge::testing::ForcedTarget;
 
 template <typename T>
 double Tolerance() {

@@ -14,6 +14,7 @@
 
 #include "opbridge/half.h"
 #include "opbridge/parallel.h"
+#include "opbridge/simd.h"
 #include "opbridge/spec.h"
 
 namespace opbridge::testing {
@@ -68,6 +69,13 @@ void ExpectGradient(const std::vector<double>& grad, std::vector<double>& v, Los
     EXPECT_NEAR(grad[i], static_cast<double>((up - down) / (2.0L * h)), tol) << what << "[" << i << "]";
   }
 }
+
+// Forces one SIMD target (one of SimdTargets()) for the scope, then restores
+// the default: a test that checks every target on this CPU.
+struct ForcedTarget {
+  explicit ForcedTarget(const std::string& name) { EXPECT_TRUE(SetSimdTarget(name).ok()) << name; }
+  ~ForcedTarget() { SetSimdTarget("").ok(); }
+};
 
 // Calls body on chunks of `chunk` elements (`grain` when 0), last chunk
 // first: a parallel runtime may run them in any order.

@@ -83,10 +83,7 @@ double Tolerance() {
   return 1.6e-2;
 }
 
-struct ForcedTarget {
-  explicit ForcedTarget(const std::string& name) { EXPECT_TRUE(SetSimdTarget(name).ok()) << name; }
-  ~ForcedTarget() { SetSimdTarget("").ok(); }
-};
+using opbridge::testing::ForcedTarget;
 
 template <typename T>
 void CheckFourInputs() {

@@ -138,6 +138,7 @@ HWY_AFTER_NAMESPACE();
 #include <vector>
 
 #include "opbridge/simd.h"
+#include "tests/test_util.h"
 
 namespace opbridge {
 
@@ -322,10 +323,7 @@ void Eval(int fn, const std::vector<T>& x, std::vector<T>* y) {
   }
 }
 
-struct ForcedTarget {
-  explicit ForcedTarget(const std::string& name) { EXPECT_TRUE(SetSimdTarget(name).ok()) << name; }
-  ~ForcedTarget() { SetSimdTarget("").ok(); }
-};
+using opbridge::testing::ForcedTarget;
 
 template <typename T>
 void CheckAllFunctions() {

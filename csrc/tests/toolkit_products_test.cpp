@@ -58,6 +58,7 @@ HWY_AFTER_NAMESPACE();
 #include <vector>
 
 #include "opbridge/simd.h"
+#include "tests/test_util.h"
 
 namespace opbridge {
 
@@ -87,10 +88,7 @@ void Scaled(const double* w, const T* x, int64_t rows, int64_t cols, ComputeType
   if constexpr (std::is_same_v<T, BFloat16>) OPBRIDGE_DYNAMIC_DISPATCH(ScaledBF16)(w, x, rows, cols, out);
 }
 
-struct ForcedTarget {
-  explicit ForcedTarget(const std::string& name) { EXPECT_TRUE(SetSimdTarget(name).ok()) << name; }
-  ~ForcedTarget() { SetSimdTarget("").ok(); }
-};
+using opbridge::testing::ForcedTarget;
 
 template <typename T>
 void CheckProducts(const char* type) {

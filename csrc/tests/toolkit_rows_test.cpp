@@ -289,10 +289,7 @@ TEST(ToolkitRows, NormMatchesDoubleReferenceFloat16) { CheckAgainstReference<Flo
 TEST(ToolkitRows, NormMatchesDoubleReferenceBFloat16) { CheckAgainstReference<BFloat16>("bfloat16"); }
 
 // Restores the default target when a test ends, pass or fail.
-struct ForcedTarget {
-  explicit ForcedTarget(const std::string& name) { EXPECT_TRUE(opbridge::SetSimdTarget(name).ok()) << name; }
-  ~ForcedTarget() { opbridge::SetSimdTarget("").ok(); }
-};
+using opbridge::testing::ForcedTarget;
 
 TEST(ToolkitRows, EveryTargetMatchesTheReference) {
   for (const std::string& target : opbridge::SimdTargets()) {

@@ -249,10 +249,7 @@ TEST(ToolkitSoftmax, MatchesDoubleReferenceDouble) { CheckAgainstReference<doubl
 TEST(ToolkitSoftmax, MatchesDoubleReferenceFloat16) { CheckAgainstReference<Float16>("float16"); }
 TEST(ToolkitSoftmax, MatchesDoubleReferenceBFloat16) { CheckAgainstReference<BFloat16>("bfloat16"); }
 
-struct ForcedTarget {
-  explicit ForcedTarget(const std::string& name) { EXPECT_TRUE(opbridge::SetSimdTarget(name).ok()) << name; }
-  ~ForcedTarget() { opbridge::SetSimdTarget("").ok(); }
-};
+using opbridge::testing::ForcedTarget;
 
 TEST(ToolkitSoftmax, EveryTargetMatchesTheReference) {
   for (const std::string& target : opbridge::SimdTargets()) {

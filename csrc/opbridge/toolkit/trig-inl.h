@@ -19,8 +19,8 @@
 // float16 and bfloat16 tensors reach these functions as float32 lanes
 // (simd::ReadLanes widens them in the registers; the map and row toolkits
 // do it for you) and leave rounded once to the 16-bit type: every one of
-// the 65536 16-bit inputs gives the exact result rounded to that type, or
-// its neighbour (the test checks each value of both types on every target).
+// the 65536 16-bit inputs gives a result within one unit in the last place
+// of that type (the test checks each value of both types on every target).
 #if defined(OPBRIDGE_TOOLKIT_TRIG_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef OPBRIDGE_TOOLKIT_TRIG_INL_H_
 #undef OPBRIDGE_TOOLKIT_TRIG_INL_H_
@@ -35,7 +35,7 @@
 
 #include <cmath>
 
-#include "opbridge/simd-inl.h"
+#include "opbridge/toolkit/math-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace opbridge {
@@ -55,14 +55,12 @@ HWY_INLINE bool AllInRange(D d, V x) {
   return hn::AllTrue(d, hn::Le(hn::Abs(x), hn::Set(d, static_cast<hn::TFromD<D>>(kHighwayRange))));
 }
 
-// fn (libm in double) applied lane by lane.
+// fn (libm, in double) applied lane by lane: the path of a vector with a
+// lane beyond Highway's range.
 template <class D, class V, typename Fn>
-HWY_NOINLINE V LaneByLane(D d, V x, Fn fn) {
-  alignas(64) hn::TFromD<D> lanes[simd::kMaxLanes];
-  hn::StoreU(x, d, lanes);
-  const size_t n = hn::Lanes(d);
-  for (size_t i = 0; i < n; ++i) lanes[i] = static_cast<hn::TFromD<D>>(fn(static_cast<double>(lanes[i])));
-  return hn::LoadU(d, lanes);
+HWY_NOINLINE V InDouble(D d, V x, Fn fn) {
+  using T = hn::TFromD<D>;
+  return math_internal::PerLane(d, x, [fn](T v) { return static_cast<T>(fn(static_cast<double>(v))); });
 }
 
 }  // namespace trig_internal
@@ -71,14 +69,14 @@ HWY_NOINLINE V LaneByLane(D d, V x, Fn fn) {
 template <class D, class V>
 HWY_INLINE V Sin(D d, V x) {
   if (HWY_LIKELY(trig_internal::AllInRange(d, x))) return hn::Sin(d, x);
-  return trig_internal::LaneByLane(d, x, [](double v) { return std::sin(v); });
+  return trig_internal::InDouble(d, x, [](double v) { return std::sin(v); });
 }
 
 // cos(x).
 template <class D, class V>
 HWY_INLINE V Cos(D d, V x) {
   if (HWY_LIKELY(trig_internal::AllInRange(d, x))) return hn::Cos(d, x);
-  return trig_internal::LaneByLane(d, x, [](double v) { return std::cos(v); });
+  return trig_internal::InDouble(d, x, [](double v) { return std::cos(v); });
 }
 
 // *s = sin(x), *c = cos(x): the pair a rotation needs, with one range check.
@@ -89,8 +87,8 @@ HWY_INLINE void SinCos(D d, V x, V* s, V* c) {
     *c = hn::Cos(d, x);
     return;
   }
-  *s = trig_internal::LaneByLane(d, x, [](double v) { return std::sin(v); });
-  *c = trig_internal::LaneByLane(d, x, [](double v) { return std::cos(v); });
+  *s = trig_internal::InDouble(d, x, [](double v) { return std::sin(v); });
+  *c = trig_internal::InDouble(d, x, [](double v) { return std::cos(v); });
 }
 
 }  // namespace toolkit

@@ -21,6 +21,7 @@ constexpr int64_t kRopePad = 64;
 // One call's tensors as storage type T, and the angles' frequencies.
 template <typename T>
 struct RopeTensors {
+  using Storage = T;
   const T* x = nullptr;       // [outer, heads, dim]
   const T* grad_y = nullptr;  // backward: [outer, heads, dim]
   const T* gate = nullptr;    // [heads]
@@ -270,17 +271,14 @@ Status Bind(const KernelArgs& args, bool backward, RopeTensors<T>* t, AxisSplit*
                               "must be int64 or int32 in the kernel, got " + positions.dtype);
   }
   t->positions_int32 = positions.dtype == "int32";
-  if (t->positions_int32) {
-    const int32_t* p = nullptr;
-    OPBRIDGE_RETURN_IF_ERROR(
-        opbridge::InputAs(kGatedRopeSpec, args, x_input + 1, split->outer, &p, "batch x seq"));
+  const auto take_positions = [&](auto* p) {
+    const Status taken =
+        opbridge::InputAs(kGatedRopeSpec, args, x_input + 1, split->outer, &p, "batch x seq");
     t->positions = p;
-  } else {
-    const int64_t* p = nullptr;
-    OPBRIDGE_RETURN_IF_ERROR(
-        opbridge::InputAs(kGatedRopeSpec, args, x_input + 1, split->outer, &p, "batch x seq"));
-    t->positions = p;
-  }
+    return taken;
+  };
+  OPBRIDGE_RETURN_IF_ERROR(t->positions_int32 ? take_positions(static_cast<const int32_t*>(nullptr))
+                                              : take_positions(static_cast<const int64_t*>(nullptr)));
   OPBRIDGE_RETURN_IF_ERROR(opbridge::InputAs(kGatedRopeSpec, args, x_input, elements, &t->x, "x's"));
   OPBRIDGE_RETURN_IF_ERROR(
       opbridge::InputAs(kGatedRopeSpec, args, x_input + 2, t->heads, &t->gate, "one per head"));
@@ -290,50 +288,49 @@ Status Bind(const KernelArgs& args, bool backward, RopeTensors<T>* t, AxisSplit*
   return opbridge::OutputAs(kGatedRopeSpec, args, 0, elements, &t->y, "x's");
 }
 
+// CheckBase, then fn(tensors, split) with the call's tensors bound and
+// checked (Bind) and the frequencies computed, for x's storage type.
+template <typename Fn>
+Status WithTensors(const KernelArgs& args, bool backward, Fn&& fn) {
+  const double base = args.attrs[0].number;
+  OPBRIDGE_RETURN_IF_ERROR(CheckBase(base));
+  Status result;
+  const Status dispatched = opbridge::DispatchFloatingOrHalf(
+      kGatedRopeSpec, "x", args.input_infos[backward ? 1 : 0].dtype, [&](auto tag) {
+        RopeTensors<decltype(tag)> t;
+        AxisSplit split;
+        result = Bind(args, backward, &t, &split);
+        if (!result.ok()) return;
+        const std::vector<double> inv_freq = InverseFrequencies(base, t.dim);
+        t.inv_freq = inv_freq.data();
+        result = fn(t, split);
+      });
+  return dispatched.ok() ? result : dispatched;
+}
+
 }  // namespace
 
 Status LaunchGatedRope(const KernelArgs& args) {
-  const double base = args.attrs[0].number;
-  OPBRIDGE_RETURN_IF_ERROR(CheckBase(base));
-  Status bound;
-  const Status dispatched =
-      opbridge::DispatchFloatingOrHalf(kGatedRopeSpec, "x", args.input_infos[0].dtype, [&](auto tag) {
-        using T = decltype(tag);
-        RopeTensors<T> t;
-        AxisSplit split;
-        bound = Bind(args, false, &t, &split);
-        if (!bound.ok()) return;
-        const std::vector<double> inv_freq = InverseFrequencies(base, t.dim);
-        t.inv_freq = inv_freq.data();
-        opbridge::toolkit::ForOuterRanges(split, args.parallel_for,
-                                          [&](int64_t begin, int64_t end) { Forward(t, begin, end); });
-      });
-  return dispatched.ok() ? bound : dispatched;
+  return WithTensors(args, false, [&](const auto& t, const AxisSplit& split) {
+    opbridge::toolkit::ForOuterRanges(split, args.parallel_for,
+                                      [&](int64_t begin, int64_t end) { Forward(t, begin, end); });
+    return Status::Ok();
+  });
 }
 
 // Inputs: grad_y, x, positions, gate; outputs: grad_x, grad_gate (each null
 // when not wanted).
 Status LaunchGatedRopeBackward(const KernelArgs& args) {
-  const double base = args.attrs[0].number;
-  OPBRIDGE_RETURN_IF_ERROR(CheckBase(base));
-  Status bound;
-  const Status dispatched =
-      opbridge::DispatchFloatingOrHalf(kGatedRopeSpec, "x", args.input_infos[1].dtype, [&](auto tag) {
-        using T = decltype(tag);
-        RopeTensors<T> t;
-        AxisSplit split;
-        bound = Bind(args, true, &t, &split);
-        if (!bound.ok()) return;
-        T* grad_gate = nullptr;
-        bound = opbridge::OutputAs(kGatedRopeSpec, args, 1, t.heads, &grad_gate, "one per head");
-        if (!bound.ok()) return;
-        const std::vector<double> inv_freq = InverseFrequencies(base, t.dim);
-        t.inv_freq = inv_freq.data();
-        opbridge::toolkit::ForOuterChunksWithAxisSums(
-            split, {grad_gate}, args.parallel_for,
-            [&](int64_t begin, int64_t end, double* const* sums) { Backward(t, begin, end, sums[0]); });
-      });
-  return dispatched.ok() ? bound : dispatched;
+  return WithTensors(args, true, [&](const auto& t, const AxisSplit& split) {
+    using T = typename std::decay_t<decltype(t)>::Storage;
+    T* grad_gate = nullptr;
+    OPBRIDGE_RETURN_IF_ERROR(
+        opbridge::OutputAs(kGatedRopeSpec, args, 1, t.heads, &grad_gate, "one per head"));
+    opbridge::toolkit::ForOuterChunksWithAxisSums(
+        split, {grad_gate}, args.parallel_for,
+        [&](int64_t begin, int64_t end, double* const* sums) { Backward(t, begin, end, sums[0]); });
+    return Status::Ok();
+  });
 }
 
 }  // namespace myops
