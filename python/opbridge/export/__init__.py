@@ -80,6 +80,7 @@ from opbridge.export.opsets import (
     decomposition_opset,
 )
 from opbridge.export.options import DEFAULT_OPSET, ExportOptions
+from opbridge.export.registry import reused_torchlib_registry
 from opbridge.export.routes import DEFAULT as DEFAULT_ROUTE
 from opbridge.export.routes.plan import ExportPlan
 from opbridge.export.translation import (
@@ -285,7 +286,7 @@ def _finish(proto, plan: ExportPlan, opset: int) -> None:
 
 def _export_dynamo(model, args, plan: ExportPlan, opset: int, dynamic_shapes, kwargs: dict):
     def run(opset_version: int):
-        with ConversionLog() as conversion:
+        with ConversionLog() as conversion, reused_torchlib_registry():
             program = torch.onnx.export(
                 model,
                 args,
