@@ -6,11 +6,11 @@ parses the source of each of onnxscript's torchlib functions (about 500) and
 infers each one's signature: 0.6 to 1.4 s on a quiet CPU core, more on a
 busy one (``benchmarks/export_time.py``). The registry depends only on the
 opset and on the functions registered with torch's and onnxscript's
-torchlib, so while
-:func:`reused_torchlib_registry` is active, the first export at an opset
-builds it as torch does and every later one gets a copy: the same functions,
-in lists of its own, which that export's ``custom_translation_table`` then
-extends without reaching any other export's.
+torchlib, so while :func:`reused_torchlib_registry` is active, the first
+export at an opset builds it as torch does and every later one gets a copy:
+the same functions, in lists of its own, which that export's
+``custom_translation_table`` then extends without reaching any other
+export's.
 
 Where torch's exporter lacks the method this relies on, exports build their
 registry as torch does."""
